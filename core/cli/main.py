@@ -1,0 +1,104 @@
+"""Entry point of `devops-rl`: builds the typer app and turns errors into one line and an exit code.
+
+User errors print `error: ...` and exit 2; unexpected errors print one line pointing at the log file
+and exit 1 (the traceback goes to the log); Ctrl-C exits 130.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import typer
+from typer.exceptions import TyperException
+
+from core import __version__
+from core.errors import UserError
+
+log = logging.getLogger(__name__)
+
+app = typer.Typer(
+    name="devops-rl",
+    help="Train, evaluate and watch an RL-fine-tuned DevOps Architect agent (GRPO on torch or verl).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"devops-rl {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show DEBUG messages on the console too."),
+) -> None:
+    from core.log import setup_logging
+
+    setup_logging(verbose=verbose)
+
+
+def _register_commands() -> None:
+    # Order here is the order in `devops-rl --help`.
+    from core.cli import (
+        config_cmd,
+        eval_cmd,
+        reward_cmd,
+        runs_cmd,
+        tail_cmd,
+        tasks_cmd,
+        train_cmd,
+        tui_cmd,
+    )
+
+    for module in (train_cmd, tail_cmd, eval_cmd, tasks_cmd, reward_cmd, config_cmd, runs_cmd, tui_cmd):
+        module.register(app)
+
+
+_register_commands()
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code instead of raising."""
+    try:
+        result = app(args=argv, prog_name="devops-rl", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except UserError as exc:
+        log.debug("user error", exc_info=True)
+        return _fail(str(exc), exc.exit_code)
+    except TyperException as exc:  # bad arguments and options (typer's vendored click errors)
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if exc.exit_code == 2 and ctx is not None else ""
+        return _fail(f"{exc.format_message()}{hint}", exc.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
+        print("interrupted", file=sys.stderr)
+        return 130
+    except typer.Exit as exc:
+        return exc.exit_code
+    except Exception as exc:  # the last resort: one line here, the traceback in the log file
+        from core.log import current_log_file, setup_logging
+
+        if current_log_file() is None:
+            setup_logging(console=False)
+        log.error("unexpected error: %s", exc, exc_info=True)
+        return _fail(f"unexpected {type(exc).__name__}: {exc} (traceback in {current_log_file()})", 1)
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,1 @@
+"""Training: the config model and presets, the run directory, the GRPO maths and the two backends."""

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Creates or updates .venv for this checkout: CPU torch 2.13.0 when no NVIDIA GPU is present (a GPU box
+# keeps or installs its CUDA torch), then the project with its extras pinned to the installed torch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+EXTRAS=${EXTRAS:-verl,test}
+PY=${PYTHON:-python3}
+
+if [ ! -x "$VENV/bin/python" ]; then
+    "$PY" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip
+fi
+pip_install() { "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@"; }
+
+installed_torch() { "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || true; }
+torch_version=$(installed_torch)
+if [ -z "$torch_version" ]; then
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+        echo "bootstrap: NVIDIA GPU found, installing the CUDA build of torch"
+        pip_install torch
+    else
+        echo "bootstrap: no NVIDIA GPU, installing CPU torch 2.13.0"
+        pip_install torch==2.13.0
+    fi
+    torch_version=$(installed_torch)
+fi
+constraints=$(mktemp)
+trap 'rm -f "$constraints"' EXIT
+echo "torch==$torch_version" >"$constraints"
+echo "bootstrap: installing devops-rl[$EXTRAS] (torch pinned at $torch_version)"
+pip_install -c "$constraints" -e ".[$EXTRAS]"

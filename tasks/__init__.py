@@ -1,0 +1,1 @@
+"""The DevOps task set (tasks/data/*.yaml) and its loader."""
