@@ -1,1 +1,315 @@
-"""The DevOps task set (tasks/data/*.yaml) and its loader."""
+"""The DevOps task set (`tasks/data/*.yaml`): schema validation, the train/validation split and the
+training record every backend consumes.
+
+Loading is safe (PyYAML's SafeLoader only) and every problem names the file, the line and the key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import random
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from core.errors import UserError
+
+DATA_DIR = Path(__file__).with_name("data")
+
+TASK_TYPES: tuple[str, ...] = (
+    "ci_cd",
+    "containers",
+    "kubernetes",
+    "infrastructure_as_code",
+    "observability",
+    "security",
+    "incident_response",
+    "reliability",
+    "cost_optimization",
+    "database_ops",
+    "networking",
+)
+DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
+REQUIRED_KEYS = ("id", "type", "difficulty", "desc", "expected_outputs", "reference_answer")
+ALLOWED_KEYS = frozenset(REQUIRED_KEYS)
+ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{1,63}$")
+EXPECTED_OUTPUTS_RANGE = (3, 6)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One DevOps task: the prompt, what a good answer must contain, and a reference answer."""
+
+    id: str
+    type: str
+    difficulty: str
+    desc: str
+    expected_outputs: tuple[str, ...]
+    reference_answer: str | None = None
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The task as its YAML mapping (without `source`)."""
+        data: dict[str, Any] = {
+            "id": self.id,
+            "type": self.type,
+            "difficulty": self.difficulty,
+            "desc": self.desc,
+            "expected_outputs": list(self.expected_outputs),
+        }
+        if self.reference_answer is not None:
+            data["reference_answer"] = self.reference_answer
+        return data
+
+
+def _suggest(value: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+class _Problems:
+    """Collects `file:line: message` problems while a file is checked."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def add(self, path: Path, line: int, message: str) -> None:
+        where = f"{path}:{line}" if line > 0 else str(path)
+        self.lines.append(f"{where}: {message}")
+
+
+def _parse_yaml(path: Path, problems: _Problems):
+    """Return (data, node) for a YAML file, or (None, None) after recording the problem."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        problems.add(path, 0, f"cannot read the file: {exc.strerror or exc}")
+        return None, None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 0
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        problems.add(path, line, f"YAML syntax error: {what}; fix the indentation or quoting there")
+        return None, None
+    if node is None:
+        problems.add(path, 1, "the file is empty; write a list of tasks ('- id: ...')")
+    return data, node
+
+
+def _check_task(
+    path: Path, data: Any, node: Any, problems: _Problems, *, require_reference: bool, strict_outputs: bool
+) -> Task | None:
+    """Validate one task mapping against the schema; returns the Task or None when it has problems."""
+    start = len(problems.lines)
+    line = node.start_mark.line + 1 if node is not None else 0
+    if not isinstance(data, Mapping):
+        problems.add(path, line, f"each task must be a mapping of {', '.join(REQUIRED_KEYS)}; got {type(data).__name__}")
+        return None
+    key_lines: dict[str, int] = {}
+    for key_node, _ in getattr(node, "value", []):
+        key = str(key_node.value)
+        if key in key_lines:
+            problems.add(path, key_node.start_mark.line + 1, f"key '{key}' appears twice in the same task; keep one")
+        key_lines.setdefault(key, key_node.start_mark.line + 1)
+    label = f"task '{data.get('id')}'" if isinstance(data.get("id"), str) else "task"
+    for key in data:
+        if key not in ALLOWED_KEYS:
+            problems.add(
+                path, key_lines.get(str(key), line),
+                f"{label}: unknown key '{key}' (allowed: {', '.join(REQUIRED_KEYS)}){_suggest(str(key), ALLOWED_KEYS)}",
+            )
+    required = REQUIRED_KEYS if require_reference else REQUIRED_KEYS[:-1]
+    for key in required:
+        if key not in data:
+            problems.add(path, line, f"{label}: missing key '{key}'")
+
+    def at(key: str) -> int:
+        return key_lines.get(key, line)
+
+    task_id, task_type, difficulty = data.get("id"), data.get("type"), data.get("difficulty")
+    if "id" in data and not (isinstance(task_id, str) and ID_PATTERN.match(task_id)):
+        problems.add(path, at("id"), f"{label}: key 'id': {task_id!r} must be lowercase letters, digits, '-' or '_' (2-64 chars)")
+    if "type" in data and task_type not in TASK_TYPES:
+        problems.add(path, at("type"), f"{label}: key 'type': unknown type {task_type!r} (one of {', '.join(TASK_TYPES)}){_suggest(str(task_type), TASK_TYPES)}")
+    if "difficulty" in data and difficulty not in DIFFICULTIES:
+        problems.add(path, at("difficulty"), f"{label}: key 'difficulty': {difficulty!r} must be one of {', '.join(DIFFICULTIES)}{_suggest(str(difficulty), DIFFICULTIES)}")
+    desc = data.get("desc")
+    if "desc" in data and not (isinstance(desc, str) and desc.strip()):
+        problems.add(path, at("desc"), f"{label}: key 'desc': must be a non-empty string (the prompt)")
+    outputs = data.get("expected_outputs")
+    if "expected_outputs" in data:
+        low, high = EXPECTED_OUTPUTS_RANGE if strict_outputs else (1, 20)
+        if not isinstance(outputs, list) or not all(isinstance(o, str) and o.strip() for o in outputs):
+            problems.add(path, at("expected_outputs"), f"{label}: key 'expected_outputs': must be a list of non-empty strings")
+        elif not low <= len(outputs) <= high:
+            problems.add(path, at("expected_outputs"), f"{label}: key 'expected_outputs': has {len(outputs)} items, needs {low} to {high}")
+    reference = data.get("reference_answer")
+    if reference is not None and not (isinstance(reference, str) and reference.strip()):
+        problems.add(path, at("reference_answer"), f"{label}: key 'reference_answer': must be a non-empty string")
+    if len(problems.lines) > start:
+        return None
+    return Task(
+        id=task_id,
+        type=task_type,
+        difficulty=difficulty,
+        desc=desc.strip(),
+        expected_outputs=tuple(o.strip() for o in outputs),
+        reference_answer=reference.strip() if isinstance(reference, str) else None,
+        source=f"{path}:{line}",
+    )
+
+
+def _task_files(paths: Iterable[Path | str] | None) -> list[Path]:
+    if paths is None:
+        paths = [DATA_DIR]
+    files: list[Path] = []
+    for entry in map(Path, paths):
+        if entry.is_dir():
+            files.extend(sorted(p for p in entry.iterdir() if p.suffix in (".yaml", ".yml")))
+        else:
+            files.append(entry)
+    return files
+
+
+def _load(paths: Iterable[Path | str] | None) -> tuple[list[Task], list[str]]:
+    problems = _Problems()
+    tasks: list[Task] = []
+    first_seen: dict[str, str] = {}
+    files = _task_files(paths)
+    if not files:
+        problems.add(Path(*(paths or [DATA_DIR])) if paths else DATA_DIR, 0, "no task files (*.yaml) found")
+    for path in files:
+        if not path.exists():
+            problems.add(path, 0, "no such file")
+            continue
+        data, node = _parse_yaml(path, problems)
+        if node is None:
+            continue
+        if not isinstance(data, list):
+            problems.add(path, 1, "a task file must be a YAML list of tasks (each item starting with '- id: ...')")
+            continue
+        for item, item_node in zip(data, node.value):
+            task = _check_task(path, item, item_node, problems, require_reference=True, strict_outputs=True)
+            if task is None:
+                continue
+            if task.id in first_seen:
+                problems.add(path, item_node.start_mark.line + 1, f"task '{task.id}': duplicate id (first defined at {first_seen[task.id]}); rename one")
+                continue
+            first_seen[task.id] = task.source
+            tasks.append(task)
+    return tasks, problems.lines
+
+
+def validate_task_files(paths: Iterable[Path | str] | None = None) -> list[str]:
+    """Every problem in the task files, one `file:line: message` string each (empty when valid)."""
+    return _load(paths)[1]
+
+
+@lru_cache(maxsize=8)
+def _load_cached(key: tuple[str, ...] | None) -> tuple[Task, ...]:
+    tasks, problems = _load(key)
+    if problems:
+        more = f" (and {len(problems) - 1} more; run 'devops-rl tasks validate')" if len(problems) > 1 else ""
+        raise UserError(problems[0] + more)
+    return tuple(tasks)
+
+
+def load_tasks(paths: Iterable[Path | str] | None = None) -> list[Task]:
+    """Load and validate tasks (default: every file in tasks/data); UserError names the first problem."""
+    key = None if paths is None else tuple(str(Path(p).resolve()) for p in paths)
+    return list(_load_cached(key))
+
+
+def load_task_file(path: Path | str) -> Task:
+    """Load one task from a YAML file holding a single task mapping (`reference_answer` optional)."""
+    path = Path(path)
+    problems = _Problems()
+    if not path.is_file():
+        raise UserError(f"{path}: no such task file; pass a YAML file with one task mapping")
+    data, node = _parse_yaml(path, problems)
+    if problems.lines:
+        raise UserError(problems.lines[0])
+    if isinstance(data, list) and len(data) == 1:
+        data, node = data[0], node.value[0]
+    task = _check_task(path, data, node, problems, require_reference=False, strict_outputs=False)
+    if task is None:
+        raise UserError(problems.lines[0])
+    return task
+
+
+def get_task(task_id: str, tasks: Iterable[Task] | None = None) -> Task:
+    """The task with this id; UserError with the closest ids when there is none."""
+    pool = list(tasks) if tasks is not None else load_tasks()
+    for task in pool:
+        if task.id == task_id:
+            return task
+    raise UserError(f"no task with id '{task_id}'{_suggest(task_id, [t.id for t in pool])} (see 'devops-rl tasks list')")
+
+
+def split_tasks(tasks: Iterable[Task], val_fraction: float = 0.2, seed: int = 0) -> tuple[list[Task], list[Task]]:
+    """Deterministic train/validation split, stratified by type.
+
+    Within each type the tasks are sorted by id and shuffled with a generator seeded by
+    `(seed, type)`; the first `round(n * val_fraction)` (at least one when the type has two or
+    more tasks and `val_fraction > 0`) go to validation. Adding a task to one type never moves
+    tasks of another type between the splits.
+    """
+    if not 0.0 <= val_fraction < 1.0:
+        raise UserError(f"val_fraction {val_fraction} must be in [0, 1)")
+    by_type: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_type.setdefault(task.type, []).append(task)
+    train: list[Task] = []
+    val: list[Task] = []
+    for task_type in sorted(by_type):
+        group = sorted(by_type[task_type], key=lambda t: t.id)
+        random.Random(f"{seed}:{task_type}").shuffle(group)
+        n_val = round(len(group) * val_fraction)
+        if val_fraction > 0 and len(group) >= 2:
+            n_val = max(1, n_val)
+        val.extend(group[:n_val])
+        train.extend(group[n_val:])
+    return sorted(train, key=lambda t: t.id), sorted(val, key=lambda t: t.id)
+
+
+def to_record(task: Task, system_prompt: str | None = None) -> dict[str, Any]:
+    """The training record every backend consumes: chat prompt plus the task as reward metadata."""
+    if system_prompt is None:
+        from core.agent.prompt import system_prompt as default_prompt
+
+        system_prompt = default_prompt()
+    return {
+        "prompt": [
+            {"role": "system", "content": system_prompt},
+            {"role": "user", "content": task.desc},
+        ],
+        "task_id": task.id,
+        "type": task.type,
+        "difficulty": task.difficulty,
+        "expected_outputs": list(task.expected_outputs),
+        "task": task.to_dict(),
+    }
+
+
+def task_stats(tasks: list[Task], val_fraction: float = 0.2, seed: int = 0) -> dict[str, Any]:
+    """Counts by type and difficulty and the split sizes, as `devops-rl tasks stats --json` prints them."""
+    by_type = {t: 0 for t in TASK_TYPES}
+    by_difficulty = {d: 0 for d in DIFFICULTIES}
+    for task in tasks:
+        by_type[task.type] = by_type.get(task.type, 0) + 1
+        by_difficulty[task.difficulty] += 1
+    train, val = split_tasks(tasks, val_fraction, seed)
+    return {
+        "total": len(tasks),
+        "by_type": by_type,
+        "by_difficulty": by_difficulty,
+        "split": {"train": len(train), "val": len(val)},
+    }

@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if current_log_file() is None:
             setup_logging(console=False)
-        log.error("unexpected error: %s", exc, exc_info=True)
+        log.debug("unexpected error: %s", exc, exc_info=True)  # the file only: the console gets one line
         return _fail(f"unexpected {type(exc).__name__}: {exc} (traceback in {current_log_file()})", 1)
 
 

@@ -1,13 +1,126 @@
-"""Placeholder for commands whose implementation has not landed yet."""
+"""`devops-rl tasks`: list, show, validate and count the DevOps tasks.
+
+Reads `tasks/data/*.yaml` (or the files given); output is a table on a TTY and JSON with `--json`.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
 import typer
 
-from core.cli.common import not_built
+tasks_app = typer.Typer(help="List, show, validate and count the DevOps tasks.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command('tasks', help='[not built yet] List, show, validate and count the DevOps tasks.', context_settings={'allow_extra_args': True, 'ignore_unknown_options': True})
-    def _tasks() -> None:
-        not_built('tasks', 'issue #3')
+    app.add_typer(tasks_app, name="tasks")
+
+
+def _check_choice(value: str | None, choices: tuple[str, ...], option: str) -> None:
+    from core.errors import UserError
+    from tasks import _suggest
+
+    if value is not None and value not in choices:
+        raise UserError(f"{option} {value!r} is not one of {', '.join(choices)}{_suggest(value, choices)}")
+
+
+@tasks_app.command("list")
+def list_tasks(
+    task_type: Optional[str] = typer.Option(None, "--type", help="Only tasks of this type."),
+    difficulty: Optional[str] = typer.Option(None, "--difficulty", help="Only easy, medium or hard tasks."),
+    split: Optional[str] = typer.Option(None, "--split", help="Only the train or val split."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
+) -> None:
+    """List tasks (id, type, difficulty, split, prompt)."""
+    from tasks import DIFFICULTIES, TASK_TYPES, load_tasks, split_tasks
+
+    _check_choice(task_type, TASK_TYPES, "--type")
+    _check_choice(difficulty, DIFFICULTIES, "--difficulty")
+    _check_choice(split, ("train", "val"), "--split")
+    tasks = load_tasks()
+    train, _ = split_tasks(tasks)
+    train_ids = {t.id for t in train}
+    rows = [
+        t for t in tasks
+        if (task_type is None or t.type == task_type)
+        and (difficulty is None or t.difficulty == difficulty)
+        and (split is None or (t.id in train_ids) == (split == "train"))
+    ]
+    if as_json:
+        print(json.dumps([{**t.to_dict(), "split": "train" if t.id in train_ids else "val"} for t in rows], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "type", "difficulty", "split"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("prompt", overflow="ellipsis", no_wrap=True, ratio=1)
+    for t in rows:
+        table.add_row(t.id, t.type, t.difficulty, "train" if t.id in train_ids else "val", t.desc)
+    console = Console()
+    console.print(table)
+    console.print(f"{len(rows)} of {len(tasks)} tasks")
+
+
+@tasks_app.command("show")
+def show_task(
+    task_id: str = typer.Argument(..., help="Task id, e.g. k8s-001."),
+    as_json: bool = typer.Option(False, "--json", help="Print the task as JSON."),
+) -> None:
+    """Show one task: prompt, expected outputs and reference answer."""
+    from tasks import get_task
+
+    task = get_task(task_id)
+    if as_json:
+        print(json.dumps({**task.to_dict(), "source": task.source}, indent=2))
+        return
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    console = Console()
+    console.print(f"[bold]{task.id}[/]  {task.type} · {task.difficulty}  ({task.source})")
+    console.print(task.desc, soft_wrap=True)
+    console.print("\n[bold]Expected outputs[/]")
+    for output in task.expected_outputs:
+        console.print(f"  • {output}", markup=False)
+    if task.reference_answer:
+        console.print("\n[bold]Reference answer[/]")
+        console.print(Markdown(task.reference_answer))
+
+
+@tasks_app.command("validate")
+def validate(paths: Optional[list[Path]] = typer.Argument(None, help="Task files or folders (default: tasks/data).")) -> None:
+    """Check task files against the schema: exit 0 when valid, 2 with one line per problem."""
+    from tasks import load_tasks, validate_task_files
+
+    problems = validate_task_files(paths or None)
+    if problems:
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print(f"error: {len(problems)} problem(s) in the task files", file=sys.stderr)
+        raise typer.Exit(2)
+    count = len(load_tasks(paths or None))
+    print(f"ok: {count} tasks valid")
+
+
+@tasks_app.command("stats")
+def stats(
+    as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
+    val_fraction: float = typer.Option(0.2, "--val-fraction", help="Share of each type held out for validation."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the split."),
+) -> None:
+    """Count tasks by type and difficulty, and the train/val split."""
+    from tasks import load_tasks, task_stats
+
+    figures = task_stats(load_tasks(), val_fraction, seed)
+    if as_json:
+        print(json.dumps(figures, indent=2))
+        return
+    print(f"total: {figures['total']}  (train {figures['split']['train']}, val {figures['split']['val']})")
+    for name, count in figures["by_type"].items():
+        print(f"  {name:<24} {count}")
+    print("  " + "  ".join(f"{d}: {n}" for d, n in figures["by_difficulty"].items()))
