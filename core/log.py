@@ -23,7 +23,7 @@ _SECRET_PATTERNS = [
     re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"),  # Hugging Face tokens
     re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"),  # GitHub tokens
     re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._\-]{8,}"),
-    re.compile(r"(?i)(\b(?:api[_-]?key|access[_-]?token|secret[_-]?key|password)\b\s*[=:]\s*)[\"']?[^\s\"',;]{4,}"),
+    re.compile(r"(?i)(\b(?:api[_-]?key|(?:access[_-]?|auth[_-]?)?token|secret[_-]?key|password|passwd)\b\s*[=:]\s*)[\"']?[^\s\"',;]{4,}"),
 ]
 
 _handlers: dict[str, logging.Handler] = {}
