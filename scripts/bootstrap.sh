@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates or updates .venv for this checkout: CPU torch 2.13.0 when no NVIDIA GPU is present (a GPU box
 # keeps or installs its CUDA torch), then the project with its extras pinned to the installed torch.
+# EXTRAS=gpu,test installs verl's vLLM stack instead, with the torch that vLLM pins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
@@ -14,6 +15,12 @@ fi
 pip_install() { "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@"; }
 
 installed_torch() { "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || true; }
+if [[ ",$EXTRAS," == *",gpu,"* ]]; then
+    # verl[vllm] pins its own CUDA torch (2.11.0 for verl 0.9.1): let pip resolve it, no constraint.
+    echo "bootstrap: installing devops-rl[$EXTRAS] with verl's vLLM stack (GPU box)"
+    pip_install -e ".[$EXTRAS]"
+    exit 0
+fi
 torch_version=$(installed_torch)
 if [ -z "$torch_version" ]; then
     if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
