@@ -47,7 +47,7 @@ CHAT_TEMPLATE = (
 # The architecture and tokenizer settings; part of the cache key.
 TINY_RECIPE: dict = {
     "seed": 1234,
-    "vocab_size": 2048,
+    "vocab_size": 4096,
     "hidden_size": 96,
     "intermediate_size": 256,
     "num_hidden_layers": 2,
