@@ -1,0 +1,151 @@
+"""The cockpit application: five modes (Runs, Dataset, Config, Live, Results), global keys and quitting.
+
+Screens live in `devops_tui/screens/`; this file only wires them together and owns the runs it started.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from textual.app import App
+from textual.binding import Binding
+
+from core.errors import UserError
+from devops_tui.launcher import LaunchedRun
+from devops_tui.messages import OpenRun
+from devops_tui.screens.config import ConfigScreen
+from devops_tui.screens.confirm import ConfirmScreen
+from devops_tui.screens.dataset import DatasetScreen
+from devops_tui.screens.help import HelpScreen
+from devops_tui.screens.live import LiveScreen
+from devops_tui.screens.results import ResultsScreen
+from devops_tui.screens.runs import RunsScreen
+
+log = logging.getLogger(__name__)
+
+KEYMAP_FILE_NAME = "keys.yaml"
+
+
+def load_keymap(path: Path) -> dict[str, str]:
+    """`binding-id: keys` pairs from a YAML file (missing file = no changes); UserError when malformed."""
+    if not path.is_file():
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: not valid YAML ({exc}); write one 'binding-id: key' per line") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise UserError(f"{path}: expected 'binding-id: key' lines, e.g. 'app.quit: ctrl+x'")
+    return data
+
+
+class CockpitApp(App[None]):
+    """Pick tasks, shape the config, launch or attach to runs, watch them live and compare results."""
+
+    TITLE = "devops-rl"
+    SUB_TITLE = "GRPO training cockpit"
+    CSS_PATH = "cockpit.tcss"
+    ENABLE_COMMAND_PALETTE = False
+    MODES = {
+        "runs": RunsScreen,
+        "dataset": DatasetScreen,
+        "config": ConfigScreen,
+        "live": LiveScreen,
+        "results": ResultsScreen,
+    }
+    DEFAULT_MODE = "runs"
+    BINDINGS = [
+        Binding("1", "switch_mode('runs')", "Runs", id="app.runs"),
+        Binding("2", "switch_mode('dataset')", "Dataset", id="app.dataset"),
+        Binding("3", "switch_mode('config')", "Config", id="app.config"),
+        Binding("4", "switch_mode('live')", "Live", id="app.live"),
+        Binding("5", "switch_mode('results')", "Results", id="app.results"),
+        Binding("question_mark,f1", "help", "Help", key_display="?", id="app.help"),
+        Binding("q,ctrl+q", "quit", "Quit", id="app.quit", priority=False),
+    ]
+
+    def __init__(self, *, attach: Path | None = None, runs_root: Path | None = None,
+                 clock: Callable[[], float] = time.time, keymap: dict[str, str] | None = None) -> None:
+        super().__init__()
+        from core.paths import runs_root as default_runs_root
+
+        self.runs_root = Path(runs_root) if runs_root is not None else default_runs_root()
+        self.clock = clock
+        self.run_target: Path | None = Path(attach) if attach is not None else None
+        self.launched: dict[Path, LaunchedRun] = {}
+        self._keymap = keymap or {}
+
+    def on_mount(self) -> None:
+        if self._keymap:
+            self.set_keymap(self._keymap)
+        if self.run_target is not None:
+            self.switch_mode("live")
+
+    # -- runs -----------------------------------------------------------------------------------
+    def open_run(self, path: Path) -> None:
+        """Show `path` (a run folder or a metrics JSONL) on the Live screen."""
+        self.run_target = Path(path)
+        try:
+            stack = self.get_screen_stack("live")
+        except KeyError:
+            stack = []
+        if stack:
+            stack[0].attach(self.run_target)  # an existing Live screen switches runs
+        self.switch_mode("live")  # a new one attaches to `run_target` when it mounts
+
+    def on_open_run(self, message: OpenRun) -> None:
+        self.open_run(message.path)
+
+    def register_launch(self, run: LaunchedRun) -> None:
+        self.launched[run.path] = run
+
+    def live_launched_runs(self) -> list[LaunchedRun]:
+        return [run for run in self.launched.values() if run.alive()]
+
+    # -- keys ----------------------------------------------------------------------------------
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        """Quit; runs started elsewhere keep going, runs started here are stopped only if you say so."""
+        running = self.live_launched_runs()
+        if not running:
+            self.exit()
+            return
+        names = ", ".join(run.path.name for run in running)
+
+        def decide(choice: str | None) -> None:
+            if choice == "stop":
+                for run in running:
+                    run.stop()
+                self.exit()
+            elif choice == "leave":
+                self.exit()
+
+        self.push_screen(
+            ConfirmScreen(
+                f"{len(running)} run(s) started here still going: {names}",
+                choices=[("stop", "Stop and quit"), ("leave", "Leave running, quit"), ("cancel", "Cancel")],
+            ),
+            decide,
+        )
+
+
+def run_cockpit(attach: Path | None = None) -> None:
+    """Run the cockpit in this terminal (the terminal is restored on exit, also after an error)."""
+    import platformdirs
+
+    from core.log import setup_logging
+
+    setup_logging(console=False)  # a console handler would write over the screen; the file keeps all
+    keymap = load_keymap(Path(platformdirs.user_config_dir("devops-rl")) / KEYMAP_FILE_NAME)
+    app = CockpitApp(attach=attach, keymap=keymap)
+    app.run()
+    if app.return_code:
+        raise SystemExit(app.return_code)

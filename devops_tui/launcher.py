@@ -1,0 +1,104 @@
+"""Starts and stops training runs for the cockpit: `devops-rl train ... --run-dir D` as a child process.
+
+The child gets its own session, so closing the cockpit (or Ctrl-C in it) never kills a run by accident;
+stopping is an explicit SIGINT, which the trainer turns into a checkpoint and status "stopped".
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.errors import UserError
+
+MODE_FOR_PRESET = {"default": "train", "ci-fast": "ci-fast", "single-gpu": "single-gpu"}
+
+
+def new_run_id(mode: str, now: float | None = None) -> str:
+    """`YYYYmmdd-HHMMSS-<mode>-<4 hex>`, the run directory's id format (sortable, safe)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    return f"{stamp}-{mode}-{secrets.token_hex(2)}"
+
+
+def train_command(mode: str, run_dir: Path, config_file: Path | None = None) -> list[str]:
+    """The exact command line a headless user would type, run with this interpreter."""
+    command = [sys.executable, "-m", "core.cli.main", "train", "--mode", mode, "--run-dir", str(run_dir)]
+    if config_file is not None:
+        command += ["--config", str(config_file)]
+    return command
+
+
+@dataclass
+class LaunchedRun:
+    """A training child process started by this cockpit, with where its console output goes."""
+
+    path: Path
+    process: subprocess.Popen
+    console: Path
+    command: list[str] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, grace_s: float = 30.0) -> int | None:
+        """SIGINT (checkpoint and "stopped"), then SIGTERM and SIGKILL if it does not finish in time."""
+        for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+            if not self.alive():
+                break
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.process.wait(wait_s)
+            except subprocess.TimeoutExpired:
+                continue
+        return self.process.poll()
+
+    def console_tail(self, n: int = 5) -> list[str]:
+        try:
+            lines = self.console.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return []
+        return [line for line in lines if line.strip()][-n:]
+
+
+def launch(mode: str, runs_root: Path, *, config_file: Path | None = None,
+           run_id: str | None = None) -> LaunchedRun:
+    """Start `devops-rl train --mode MODE --run-dir runs_root/<id>` in the background."""
+    runs_root = Path(runs_root)
+    run_id = run_id or new_run_id(mode)
+    run_dir = runs_root / run_id
+    console_dir = runs_root / ".cockpit"
+    console_dir.mkdir(parents=True, exist_ok=True)
+    console = console_dir / f"{run_id}.console.log"
+    command = train_command(mode, run_dir, config_file)
+    with open(console, "wb") as out:
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True, cwd=os.getcwd(), env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    return LaunchedRun(path=run_dir, process=process, console=console, command=command)
+
+
+def stop_headless(meta: dict) -> None:
+    """Ask a run started elsewhere on this host to stop (SIGINT to the pid in its meta.json)."""
+    pid = meta.get("pid")
+    if meta.get("host") not in (None, "", os.uname().nodename):
+        raise UserError(f"run {meta.get('run_id')} runs on host {meta.get('host')}; stop it there")
+    try:
+        os.kill(int(pid), signal.SIGINT)
+    except (TypeError, ValueError):
+        raise UserError(f"run {meta.get('run_id')} has no pid in meta.json; stop it where it was started") from None
+    except ProcessLookupError:
+        raise UserError(f"run {meta.get('run_id')}: process {pid} is not running any more") from None

@@ -1,0 +1,147 @@
+"""The Dataset screen: the tasks in a table, filtered by type, difficulty and text, with a detail pane.
+
+The detail pane shows the prompt, the expected outputs, the reference answer as markdown and the reward
+breakdown of that reference answer; problems in the task files are listed above the table.
+"""
+
+from __future__ import annotations
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Markdown, Select, Static
+
+from tasks import DIFFICULTIES, TASK_TYPES, Task
+
+
+def filter_tasks(tasks: list[Task], task_type: str | None, difficulty: str | None, text: str) -> list[Task]:
+    """Tasks matching the type and difficulty (None = any) and containing every word of `text`."""
+    words = text.lower().split()
+    out = []
+    for task in tasks:
+        if task_type and task.type != task_type:
+            continue
+        if difficulty and task.difficulty != difficulty:
+            continue
+        haystack = " ".join((task.id, task.desc, *task.expected_outputs)).lower()
+        if all(word in haystack for word in words):
+            out.append(task)
+    return out
+
+
+def task_markdown(task: Task) -> str:
+    expected = "\n".join(f"- {item}" for item in task.expected_outputs)
+    reference = task.reference_answer or "_no reference answer_"
+    return (f"## {task.id}\n\n`{task.type}` · `{task.difficulty}` · `{task.source}`\n\n"
+            f"### Prompt\n\n{task.desc}\n\n### Expected outputs\n\n{expected}\n\n"
+            f"### Reference answer\n\n{reference}\n")
+
+
+def breakdown_text(task: Task) -> str:
+    """The reward of the reference answer per dimension and penalty, or why it is not available."""
+    if not task.reference_answer:
+        return "no reference answer to score"
+    try:
+        from core.rewards import score
+    except ImportError:
+        return "reward breakdown: core.rewards.score is not installed yet"
+    result = score(task.reference_answer, task)
+    lines = [f"reference answer reward {result.final_reward:.3f}"]
+    lines += [f"  {name:<17} {value:.2f}" for name, value in result.dimensions.items()]
+    penalties = [f"{name} {value:.2f}" for name, value in result.penalties.items() if value]
+    lines.append("  penalties: " + (", ".join(penalties) if penalties else "none"))
+    return "\n".join(lines)
+
+
+class DatasetScreen(Screen):
+    """Browse and check the task set."""
+
+    BINDINGS = [
+        Binding("slash", "focus_search", "Search", key_display="/", id="dataset.search"),
+        Binding("escape", "clear_filters", "Clear filters", id="dataset.clear"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks: list[Task] = []
+        self.shown: list[Task] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="dataset-problems")
+        with Horizontal(id="dataset-filters"):
+            yield Select([(t, t) for t in TASK_TYPES], prompt="any type", id="filter-type")
+            yield Select([(d, d) for d in DIFFICULTIES], prompt="any difficulty", id="filter-difficulty")
+            yield Input(placeholder="filter text", id="filter-text")
+        with Horizontal(id="dataset-body"):
+            with Vertical(id="dataset-left"):
+                yield Static("", id="dataset-count")
+                yield DataTable(id="dataset-table", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="dataset-detail"):
+                yield Markdown("", id="task-markdown")
+                yield Static("", id="task-breakdown")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns("id", "type", "difficulty", "outputs")
+        self._load()
+
+    @work(thread=True, exclusive=True, group="dataset-load", exit_on_error=False)
+    def _load(self) -> None:
+        from core.errors import UserError
+        from tasks import load_tasks, validate_task_files
+
+        problems = validate_task_files()
+        try:
+            tasks = load_tasks()
+        except UserError as exc:
+            tasks, problems = [], problems or [str(exc)]
+        self.app.call_from_thread(self._loaded, tasks, problems)
+
+    def _loaded(self, tasks: list[Task], problems: list[str]) -> None:
+        self.tasks = tasks
+        box = self.query_one("#dataset-problems", Static)
+        box.display = bool(problems)
+        box.update("task file problems:\n" + "\n".join(problems[:5]) if problems else "")
+        self.apply_filters()
+
+    def apply_filters(self) -> None:
+        task_type = self.query_one("#filter-type", Select).value
+        difficulty = self.query_one("#filter-difficulty", Select).value
+        text = self.query_one("#filter-text", Input).value
+        self.shown = filter_tasks(self.tasks, task_type if isinstance(task_type, str) else None,
+                                  difficulty if isinstance(difficulty, str) else None, text)
+        table = self.query_one(DataTable)
+        table.clear()
+        for task in self.shown:
+            table.add_row(task.id, task.type, task.difficulty, str(len(task.expected_outputs)), key=task.id)
+        self.query_one("#dataset-count", Static).update(f"{len(self.shown)} of {len(self.tasks)} tasks")
+        if self.shown:
+            self.show_task(self.shown[0])
+        else:
+            self.query_one("#task-markdown", Markdown).update("_no task matches the filters_")
+            self.query_one("#task-breakdown", Static).update("")
+
+    def show_task(self, task: Task) -> None:
+        self.query_one("#task-markdown", Markdown).update(task_markdown(task))
+        self.query_one("#task-breakdown", Static).update(breakdown_text(task))
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        self.apply_filters()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.apply_filters()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if 0 <= event.cursor_row < len(self.shown):
+            self.show_task(self.shown[event.cursor_row])
+
+    def action_focus_search(self) -> None:
+        self.query_one("#filter-text", Input).focus()
+
+    def action_clear_filters(self) -> None:
+        self.query_one("#filter-type", Select).clear()
+        self.query_one("#filter-difficulty", Select).clear()
+        self.query_one("#filter-text", Input).value = ""
+        self.query_one(DataTable).focus()

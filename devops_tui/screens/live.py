@@ -1,0 +1,271 @@
+"""The Live screen: reward curves per dimension, training and system figures, samples, log tail, alerts.
+
+A thread worker follows the run folder and only announces news; this screen drains it into ring
+buffers and redraws the visible charts about once a second, only when something changed.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Log, ProgressBar, Static, TabbedContent, TabPane
+
+from devops_tui.messages import RunDataReady
+from devops_tui.runfeed import LOG_LINES_KEPT, RunFeed, RunState, follow_feed
+from devops_tui.widgets.chart import MetricChart, format_value
+
+try:  # the reward's own names when it is installed; the documented ones otherwise
+    from core.rewards import DIMENSIONS
+except ImportError:
+    DIMENSIONS = ("automation", "reliability", "security", "observability", "documentation", "expected_outputs")
+
+REDRAW_INTERVAL_S = 1.0
+
+REWARD_CHARTS = [("final reward", ["reward/final/mean"])] + [
+    (name.replace("_", " "), [f"reward/{name}/mean"]) for name in DIMENSIONS
+]
+TRAINING_CHARTS = [
+    ("policy loss", ["actor/pg_loss"]),
+    ("KL", ["actor/ppo_kl", "actor/kl_loss"]),
+    ("entropy", ["actor/entropy"]),
+    ("clip fraction", ["actor/pg_clipfrac"]),
+    ("grad norm", ["actor/grad_norm"]),
+    ("score mean/max/min", ["critic/score/mean", "critic/score/max", "critic/score/min"]),
+    ("response length", ["response_length/mean", "response_length/max"]),
+    ("learning rate", ["actor/lr"]),
+]
+MEMORY_KEYS = ("actor/perf/max_memory_allocated_gb", "actor/perf/max_memory_reserved_gb")
+SYSTEM_CHARTS = [
+    ("memory GB", list(MEMORY_KEYS)),
+    ("throughput tokens/s", ["perf/throughput"]),
+    ("step time s (step/gen/update)", ["timing_s/step", "timing_s/gen", "timing_s/update_actor"]),
+    ("GPU util %", []),
+]
+
+
+def memory_keys(keys) -> list[str]:
+    """Allocated/reserved, NVML used/total per GPU; host memory when there is no GPU figure at all."""
+    keys = set(keys)
+    chosen = [k for k in MEMORY_KEYS if k in keys]
+    for k in sorted(keys):
+        if k.startswith("gpu/") and (k.endswith("/memory_used_gb") or k.endswith("/memory_total_gb")):
+            chosen.append(k)
+    if not any(k.startswith("gpu/") for k in chosen):
+        chosen += [k for k in ("perf/cpu_memory_used_gb", "host/memory_used_gb") if k in keys]
+    return chosen[:4]
+
+
+def penalty_keys(keys) -> list[str]:
+    known = {f"reward/{d}/mean" for d in DIMENSIONS} | {"reward/final/mean"}
+    return sorted(k for k in keys if k.startswith("reward/") and k.endswith("/mean") and k not in known)[:4]
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def describe_sample(record: dict) -> Text:
+    """One step's samples: reward, per-dimension scores, penalties, and the start of the response."""
+    text = Text()
+    text.append(f"step {record.get('step', '?')}\n", style="bold")
+    for sample in record.get("samples", [])[:4]:
+        breakdown = sample.get("breakdown") or {}
+        reward = sample.get("reward", breakdown.get("final_reward"))
+        text.append(f"{sample.get('task_id', '?')}", style="bold")
+        text.append(f"  reward {format_value(reward if isinstance(reward, (int, float)) else None)}\n")
+        dims = breakdown.get("dimensions") or {}
+        if dims:
+            text.append("  " + "  ".join(f"{k[:4]} {v:.2f}" for k, v in dims.items()
+                                          if isinstance(v, (int, float))) + "\n", style="dim")
+        penalties = {k: v for k, v in (breakdown.get("penalties") or {}).items() if v}
+        if penalties:
+            text.append("  penalties: " + ", ".join(f"{k} {v:.2f}" for k, v in penalties.items()) + "\n",
+                        style="italic")
+        response = str(sample.get("response", "")).strip().splitlines()[:4]
+        for line in response:
+            text.append("  │ " + line[:200] + "\n")
+    return text
+
+
+class LiveScreen(Screen):
+    """Follows one run folder (or verl metrics JSONL) and shows it."""
+
+    BINDINGS = [
+        Binding("r", "show_tab('tab-rewards')", "Rewards", id="live.rewards"),
+        Binding("t", "show_tab('tab-training')", "Training", id="live.training"),
+        Binding("y", "show_tab('tab-system')", "System", id="live.system"),
+        Binding("m", "show_tab('tab-samples')", "Samples", id="live.samples"),
+        Binding("l", "show_tab('tab-log')", "Log", id="live.log"),
+        Binding("s", "stop_run", "Stop run", id="live.stop"),
+        Binding("e", "open_results", "Results", id="live.results"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.feed: RunFeed | None = None
+        self.state = RunState()
+        self._drawn_version = -1
+        self._drawn_tab = ""
+        self.redraws = 0
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="live-head"):
+            yield Static("no run attached: open one on the Runs screen (1) or start one (3)", id="live-title")
+            yield ProgressBar(total=None, show_eta=False, id="live-progress")
+        yield Static("", id="live-alerts")
+        with TabbedContent(id="live-tabs"):
+            with TabPane("Rewards", id="tab-rewards"):
+                with Grid(classes="chart-grid"):
+                    for i, (title, keys) in enumerate(REWARD_CHARTS + [("penalties", [])]):
+                        yield MetricChart(title, keys, id=f"chart-reward-{i}")
+            with TabPane("Training", id="tab-training"):
+                with Grid(classes="chart-grid"):
+                    for i, (title, keys) in enumerate(TRAINING_CHARTS):
+                        yield MetricChart(title, keys, id=f"chart-train-{i}")
+            with TabPane("System", id="tab-system"):
+                with Grid(classes="chart-grid chart-grid-small"):
+                    for i, (title, keys) in enumerate(SYSTEM_CHARTS):
+                        yield MetricChart(title, keys, id=f"chart-sys-{i}")
+            with TabPane("Samples", id="tab-samples"):
+                with VerticalScroll():
+                    yield Static("no samples yet", id="live-samples")
+            with TabPane("Log", id="tab-log"):
+                yield Log(max_lines=LOG_LINES_KEPT, id="live-log", auto_scroll=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.state.clock = self.app.clock
+        self.set_interval(REDRAW_INTERVAL_S, self.redraw)
+        target = getattr(self.app, "run_target", None)
+        if target is not None and self.feed is None:
+            self.attach(target)
+
+    # -- following ------------------------------------------------------------------------------
+    def attach(self, target: Path) -> None:
+        """Follow `target` from now on (the previous follower stops at its next poll)."""
+        self.feed = RunFeed(Path(target))
+        self.state = RunState(clock=self.app.clock)
+        self._drawn_version = -1
+        if self.is_mounted:
+            self.query_one("#live-log", Log).clear()
+            self.query_one("#live-samples", Static).update("no samples yet")
+        self._follow(self.feed)
+
+    @work(thread=True, exclusive=True, group="live-feed", exit_on_error=False)
+    def _follow(self, feed: RunFeed) -> None:
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        follow_feed(feed, lambda: self.post_message(RunDataReady(id(feed))),
+                    stop=lambda: worker.is_cancelled or self.feed is not feed)
+
+    def on_run_data_ready(self, message: RunDataReady) -> None:
+        feed = self.feed
+        if feed is None or message.feed_id != id(feed):
+            return  # a follower of a run we left
+        update = feed.drain()
+        first = self.state.rows_seen == 0 and bool(update.metrics)
+        self.state.apply(update)
+        if update.log_lines:
+            self.query_one("#live-log", Log).write_lines(update.log_lines)
+        if first:
+            self.redraw()  # first paint at once; after that at the redraw interval
+
+    # -- drawing --------------------------------------------------------------------------------
+    def _active_tab(self) -> str:
+        return self.query_one("#live-tabs", TabbedContent).active
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self.redraw()
+
+    def on_screen_resume(self) -> None:
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Update the header and alerts; redraw the visible tab's charts only if data changed."""
+        if not self.is_current or self.feed is None:
+            return
+        state = self.state
+        self._update_head()
+        tab = self._active_tab()
+        if state.version == self._drawn_version and tab == self._drawn_tab:
+            return
+        self._drawn_version, self._drawn_tab = state.version, tab
+        self.redraws += 1
+        series = state.series
+        if tab == "tab-rewards":
+            for chart in self.query_one("#tab-rewards").query(MetricChart):
+                if chart.title == "penalties":
+                    keys = penalty_keys(series)
+                    chart.set_series(series, keys, [k.split("/")[1] for k in keys])
+                else:
+                    chart.set_series(series)
+        elif tab == "tab-training":
+            for chart in self.query_one("#tab-training").query(MetricChart):
+                chart.set_series(series)
+        elif tab == "tab-system":
+            charts = list(self.query_one("#tab-system").query(MetricChart))
+            mem = memory_keys(series)
+            charts[0].set_series(series, mem, [k.replace("actor/perf/max_", "").replace("_gb", "") for k in mem])
+            charts[1].set_series(series)
+            charts[2].set_series(series)
+            util = sorted(k for k in series if k.startswith("gpu/") and k.endswith("/util"))[:4]
+            charts[3].set_series(series, util, [k.split("/")[1] for k in util])
+        elif tab == "tab-samples" and state.samples:
+            self.query_one("#live-samples", Static).update(describe_sample(state.samples[-1]))
+
+    def _update_head(self) -> None:
+        state = self.state
+        total = state.total_steps()
+        step = state.step
+        launched = self.feed is not None and self.feed.target in getattr(self.app, "launched", {})
+        parts = [Text(self.feed.name if self.feed else "-", style="bold")]
+        parts.append(Text(f" {state.status()}{' (started here)' if launched else ''}"))
+        parts.append(Text(f"  step {step if step is not None else '-'}/{total or '?'}"))
+        epoch = state.latest.get("training/epoch")
+        if epoch is not None:
+            parts.append(Text(f"  epoch {format_value(epoch)}"))
+        if state.status() == "running":
+            parts.append(Text(f"  ETA {format_duration(state.eta_seconds())}"))
+        key = state.reward_key()
+        if key:
+            parts.append(Text(f"  reward {format_value(state.latest.get(key))}"))
+        self.query_one("#live-title", Static).update(Text.assemble(*parts))
+        bar = self.query_one("#live-progress", ProgressBar)
+        if total:
+            bar.update(total=total, progress=min(step or 0, total))
+        alerts = state.alerts()
+        box = self.query_one("#live-alerts", Static)
+        box.display = bool(alerts)
+        if alerts:
+            box.update(Text("\n".join(("✖ " if a.level == "error" else "⚠ ") + a.text for a in alerts[:2])))
+            box.set_class(any(a.level == "error" for a in alerts), "-error")
+
+    # -- actions --------------------------------------------------------------------------------
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one("#live-tabs", TabbedContent).active = tab
+
+    def action_open_results(self) -> None:
+        if self.feed is not None and self.feed.folder is not None:
+            self.app.switch_mode("results")
+            self.app.get_screen_stack("results")[0].show_run(self.feed.folder)
+
+    def action_stop_run(self) -> None:
+        from devops_tui.screens.runs import confirm_and_stop
+
+        if self.feed is None or self.feed.folder is None:
+            self.notify("no run folder attached", severity="warning")
+            return
+        confirm_and_stop(self.app, self.feed.folder, dict(self.state.meta))

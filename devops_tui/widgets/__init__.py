@@ -1,0 +1,1 @@
+"""Cockpit widgets grouped by feature: charts, the log tail, run progress."""

@@ -1,0 +1,221 @@
+"""A compact braille line chart of run metrics: raw values faint, smoothed values bold, x = step.
+
+It only draws what `set_series` last gave it, bucketed to its own width; the screen decides when
+(about once a second, only while visible and only when the data changed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.strip import Strip
+from textual.widget import Widget
+
+from devops_tui.runfeed import Series, smooth
+
+# Braille dot bits for (column 0..1, row 0..3) inside one character cell.
+_DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
+LABEL_WIDTH = 7
+
+
+def bucket_by_step(steps: Sequence[float], values: Sequence[float], width: int,
+                   lo: float, hi: float) -> list[float]:
+    """Mean value per column over the step range [lo, hi]; NaN where a column has no point."""
+    sums = [0.0] * width
+    counts = [0] * width
+    span = (hi - lo) or 1.0
+    for step, value in zip(steps, values):
+        if not math.isfinite(value):
+            continue
+        col = int((step - lo) / span * (width - 1) + 0.5) if width > 1 else 0
+        col = min(max(col, 0), width - 1)
+        sums[col] += value
+        counts[col] += 1
+    return [s / c if c else math.nan for s, c in zip(sums, counts)]
+
+
+def _fill_gaps(values: list[float]) -> list[float]:
+    """Carry the last value over empty columns between points, so a sparse history stays one line."""
+    out, last = [], math.nan
+    finite_idx = [i for i, v in enumerate(values) if math.isfinite(v)]
+    if not finite_idx:
+        return values
+    first, final = finite_idx[0], finite_idx[-1]
+    for i, value in enumerate(values):
+        if math.isfinite(value):
+            last = value
+            out.append(value)
+        elif first < i < final:
+            out.append(last)
+        else:
+            out.append(math.nan)
+    return out
+
+
+def format_value(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if not math.isfinite(value):
+        return str(value)
+    magnitude = abs(value)
+    if magnitude == 0:
+        return "0"
+    if magnitude >= 1e5 or magnitude < 1e-3:
+        return f"{value:.2e}"
+    if magnitude >= 100:
+        return f"{value:.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3f}"
+
+
+class MetricChart(Widget):
+    """Line chart of one or more metrics; the first gets a smoothed bold line over its raw values."""
+
+    COMPONENT_CLASSES = {
+        "chart--title",
+        "chart--value",
+        "chart--axis",
+        "chart--raw",
+        "chart--line-1",
+        "chart--line-2",
+        "chart--line-3",
+        "chart--line-4",
+        "chart--empty",
+    }
+
+    def __init__(self, title: str, keys: Sequence[str], *, labels: Sequence[str] | None = None,
+                 smoothed: bool = True, name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.title = title
+        self.keys = list(keys)
+        self.labels = list(labels) if labels else [k.split("/")[-2] if k.endswith("/mean") else k.split("/")[-1]
+                                                  for k in self.keys]
+        self.smoothed = smoothed
+        self._series: list[Series | None] = [None] * len(self.keys)
+        self._generation = 0
+        self._cache: tuple[tuple, list[Strip]] | None = None
+        self.draws = 0  # how many times the chart was actually rebuilt (tests check it stays idle)
+
+    def set_series(self, series: dict[str, Series], keys: Sequence[str] | None = None,
+                   labels: Sequence[str] | None = None) -> None:
+        """Point the chart at new data (and optionally new keys) and schedule one redraw."""
+        if keys is not None:
+            self.keys = list(keys)
+            self.labels = list(labels) if labels else list(self.keys)
+        self._series = [series.get(k) for k in self.keys]
+        self._generation += 1
+        self.refresh()
+
+    # -- drawing ---------------------------------------------------------------------------------
+    def _styles(self) -> dict[str, Style]:
+        return {name: self.get_component_rich_style(name, partial=True) for name in self.COMPONENT_CLASSES}
+
+    def render_line(self, y: int) -> Strip:
+        lines = self._lines_cache()
+        if y < len(lines):
+            return lines[y]
+        return Strip.blank(self.size.width)
+
+    def _lines_cache(self) -> list[Strip]:
+        key = (self.size, self._generation, self.app.theme)
+        cached = self._cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        self.draws += 1
+        lines = self._build(self.size.width, self.size.height)
+        self._cache = (key, lines)
+        return lines
+
+    def _build(self, width: int, height: int) -> list[Strip]:
+        styles = self._styles()
+        base = self.rich_style
+        out: list[Strip] = []
+        if width <= 0 or height <= 0:
+            return out
+        head = [Segment(f" {self.title} ", base + styles["chart--title"])]
+        primary = self._series[0] if self._series else None
+        if primary is not None and primary.last_value is not None:
+            head.append(Segment(format_value(primary.last_value), base + styles["chart--value"]))
+            if self.smoothed and len(primary) > 1:
+                sm = smooth(primary.values)
+                head.append(Segment(f" ~{format_value(sm[-1])}", base + styles["chart--raw"]))
+        for idx, (label, series) in enumerate(zip(self.labels[1:], self._series[1:]), start=2):
+            if series is not None and series.last_value is not None and len(self.keys) > 1:
+                head.append(Segment(f" {label} ", base + styles[f"chart--line-{min(idx, 4)}"]))
+                head.append(Segment(format_value(series.last_value), base + styles["chart--value"]))
+        out.append(Strip(head).adjust_cell_length(width, base))
+        rows = height - 2
+        plot_w = width - LABEL_WIDTH
+        present = [s for s in self._series if s is not None and len(s)]
+        if rows < 1 or plot_w < 4 or not present:
+            msg = "waiting for data" if rows >= 1 else ""
+            for r in range(height - 1):
+                text = msg if r == max(rows // 2, 0) else ""
+                out.append(Strip([Segment(text.center(width)[:width], base + styles["chart--empty"])], width))
+            return out[:height]
+        lo = min(s.steps[0] for s in present)
+        hi = max(s.steps[-1] for s in present)
+        dots_w, dots_h = plot_w * 2, rows * 4
+        lines_to_draw: list[tuple[list[float], str]] = []
+        for idx, series in enumerate(self._series):
+            if series is None or not len(series):
+                continue
+            raw = _fill_gaps(bucket_by_step(series.steps, series.values, dots_w, lo, hi))
+            if idx == 0 and self.smoothed and len(series) > 2:
+                lines_to_draw.append((raw, "chart--raw"))
+                lines_to_draw.append((smooth(raw), "chart--line-1"))
+            else:
+                lines_to_draw.append((raw, f"chart--line-{min(idx + 1, 4)}"))
+        finite = [v for values, _ in lines_to_draw for v in values if math.isfinite(v)]
+        if not finite:
+            finite = [0.0]
+        vmin, vmax = min(finite), max(finite)
+        if vmax - vmin < 1e-12:
+            vmin, vmax = vmin - 0.5, vmax + 0.5
+        # One grid of braille bits and an owner (style) per cell; later lines win the cell's colour.
+        bits = [[0] * plot_w for _ in range(rows)]
+        owner = [[""] * plot_w for _ in range(rows)]
+        for values, style_name in lines_to_draw:
+            prev_y = None
+            for x, value in enumerate(values):
+                if not math.isfinite(value):
+                    prev_y = None
+                    continue
+                y = int(round((vmax - value) / (vmax - vmin) * (dots_h - 1)))
+                ys = range(min(prev_y, y), max(prev_y, y) + 1) if prev_y is not None else (y,)
+                for yy in ys:  # join neighbouring points with a vertical run of dots
+                    cx, cy = x // 2, yy // 4
+                    bits[cy][cx] |= _DOTS[x % 2][yy % 4]
+                    owner[cy][cx] = style_name
+                prev_y = y
+        axis = base + styles["chart--axis"]
+        for r in range(rows):
+            if r == 0:
+                label = format_value(vmax)
+            elif r == rows - 1:
+                label = format_value(vmin)
+            else:
+                label = ""
+            segments = [Segment(label.rjust(LABEL_WIDTH - 1)[: LABEL_WIDTH - 1] + "│", axis)]
+            run_style, run_text = None, []
+            for c in range(plot_w):
+                ch = chr(0x2800 + bits[r][c]) if bits[r][c] else " "
+                style_name = owner[r][c] or "chart--axis"
+                if style_name != run_style and run_text:
+                    segments.append(Segment("".join(run_text), base + styles[run_style]))
+                    run_text = []
+                run_style = style_name
+                run_text.append(ch)
+            if run_text:
+                segments.append(Segment("".join(run_text), base + styles[run_style]))
+            out.append(Strip(segments, width))
+        left, right = f"step {int(lo)}", f"{int(hi)}"
+        gap = max(plot_w - len(left) - len(right), 1)
+        footer = " " * LABEL_WIDTH + left + " " * gap + right
+        out.append(Strip([Segment(footer[:width].ljust(width), axis)], width))
+        return out
