@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from core.errors import UserError
@@ -65,6 +66,21 @@ _FALLBACK_CORPUS = (
     "Use Kubernetes deployments with readiness probes, resource limits, RBAC and secrets from a vault.\n"
     "Write Terraform modules, Dockerfiles, Prometheus alerts, Grafana dashboards and runbooks.\n"
 )
+
+
+@contextmanager
+def quiet_progress_bars():
+    """Silence transformers' progress bars ("Loading weights", "Writing shards") for small local files,
+    restoring the previous setting after."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
 
 
 def task_corpus() -> str:
@@ -171,13 +187,8 @@ def _build(target: Path, corpus: str, recipe: dict) -> None:
         temperature=1.0,
         top_p=1.0,
     )
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # a "writing shards" bar for one small file is noise
-    try:
+    with quiet_progress_bars():
         model.save_pretrained(target, safe_serialization=True)
-    finally:
-        hf_logging.enable_progress_bar()
     (target / "devops-rl-recipe.json").write_text(
         json.dumps({"recipe": recipe, "build": BUILD_VERSION, "corpus_chars": len(corpus)}, indent=2) + "\n",
         encoding="utf-8",
