@@ -13,7 +13,7 @@ import torch
 
 from core.training import core_algos as ours
 
-AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
 def _random_batch(seed: int, batch: int = 12, length: int = 9):
@@ -78,6 +78,7 @@ def test_agg_loss_modes_by_hand():
     loss = torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
     assert ours.agg_loss(loss, mask, "token-mean").item() == pytest.approx(10 / 4)
+    assert ours.agg_loss(loss, mask, "token-sum").item() == pytest.approx(10)
     assert ours.agg_loss(loss, mask, "seq-mean-token-sum").item() == pytest.approx((6 + 4) / 2)
     assert ours.agg_loss(loss, mask, "seq-mean-token-mean").item() == pytest.approx((2 + 4) / 2)
     assert ours.agg_loss(loss, mask, "seq-mean-token-sum-norm").item() == pytest.approx((6 + 4) / 2 / 3)

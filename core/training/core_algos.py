@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 KL_TYPES = ("kl", "abs", "mse", "low_var_kl", "k1", "k2", "k3")
 
 
@@ -86,7 +86,7 @@ def agg_loss(
 ) -> torch.Tensor:
     """Aggregate a (batch, length) loss matrix into a scalar.
 
-    token-mean: sum over all tokens / number of tokens; seq-mean-token-sum: per-sequence sum, mean over
+    token-mean: sum over all tokens / number of tokens; token-sum: the plain sum; seq-mean-token-sum: per-sequence sum, mean over
     sequences; seq-mean-token-mean: per-sequence mean, mean over sequences; seq-mean-token-sum-norm: like
     seq-mean-token-sum divided by a constant (the padded length unless `loss_scale_factor` is given, Dr. GRPO).
     `batch_num_tokens` / `global_batch_size` let a micro-batch be normalised by the whole mini-batch's count,
@@ -95,6 +95,8 @@ def agg_loss(
     if loss_agg_mode == "token-mean":
         denominator = loss_mask.sum() if batch_num_tokens is None else batch_num_tokens
         return masked_sum(loss_mat, loss_mask) / denominator
+    if loss_agg_mode == "token-sum":
+        return masked_sum(loss_mat, loss_mask)
     seq_tokens = loss_mask.sum(dim=-1)
     seq_mask = (seq_tokens > 0).to(loss_mat.dtype)
     if loss_agg_mode in ("seq-mean-token-sum", "seq-mean-token-sum-norm"):
