@@ -59,12 +59,13 @@ class CockpitApp(App[None]):
         "results": ResultsScreen,
     }
     DEFAULT_MODE = "runs"
+    SCREENS_GROUP = Binding.Group("Runs Data Config Live Results", compact=True)
     BINDINGS = [
-        Binding("1", "switch_mode('runs')", "Runs", id="app.runs"),
-        Binding("2", "switch_mode('dataset')", "Dataset", id="app.dataset"),
-        Binding("3", "switch_mode('config')", "Config", id="app.config"),
-        Binding("4", "switch_mode('live')", "Live", id="app.live"),
-        Binding("5", "switch_mode('results')", "Results", id="app.results"),
+        Binding("1", "switch_mode('runs')", "Runs", id="app.runs", group=SCREENS_GROUP),
+        Binding("2", "switch_mode('dataset')", "Dataset", id="app.dataset", group=SCREENS_GROUP),
+        Binding("3", "switch_mode('config')", "Config", id="app.config", group=SCREENS_GROUP),
+        Binding("4", "switch_mode('live')", "Live", id="app.live", group=SCREENS_GROUP),
+        Binding("5", "switch_mode('results')", "Results", id="app.results", group=SCREENS_GROUP),
         Binding("question_mark,f1", "help", "Help", key_display="?", id="app.help"),
         Binding("q,ctrl+q", "quit", "Quit", id="app.quit", priority=False),
     ]

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,19 +113,6 @@ class Series:
 
     def __len__(self) -> int:
         return len(self.values)
-
-
-def downsample(values: list[float], width: int) -> list[float]:
-    """Mean of equal buckets so a chart `width` points wide shows the whole series."""
-    n = len(values)
-    if n <= width or width <= 0:
-        return list(values)
-    out = []
-    for i in range(width):
-        lo, hi = i * n // width, (i + 1) * n // width
-        bucket = [v for v in values[lo:max(hi, lo + 1)] if math.isfinite(v)]
-        out.append(sum(bucket) / len(bucket) if bucket else math.nan)
-    return out
 
 
 def smooth(values: list[float], weight: float = 0.8) -> list[float]:
@@ -445,9 +432,3 @@ class RunState:
                 if quiet > limit:
                     alerts.append(Alert("warning", f"no new step for {quiet:.0f}s: stalled?"))
         return alerts
-
-
-def iter_metric_groups(keys: Iterable[str], prefixes: Iterable[str]) -> list[str]:
-    """The keys that start with any of `prefixes`, in sorted order (GPU figures, per-dimension rewards)."""
-    prefixes = tuple(prefixes)
-    return sorted(k for k in keys if k.startswith(prefixes))

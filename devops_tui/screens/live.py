@@ -103,11 +103,11 @@ class LiveScreen(Screen):
     """Follows one run folder (or verl metrics JSONL) and shows it."""
 
     BINDINGS = [
-        Binding("r", "show_tab('tab-rewards')", "Rewards", id="live.rewards"),
-        Binding("t", "show_tab('tab-training')", "Training", id="live.training"),
-        Binding("y", "show_tab('tab-system')", "System", id="live.system"),
-        Binding("m", "show_tab('tab-samples')", "Samples", id="live.samples"),
-        Binding("l", "show_tab('tab-log')", "Log", id="live.log"),
+        Binding("r", "show_tab('tab-rewards')", "Rewards tab", id="live.rewards", show=False),
+        Binding("t", "show_tab('tab-training')", "Training tab", id="live.training", show=False),
+        Binding("y", "show_tab('tab-system')", "System tab", id="live.system", show=False),
+        Binding("m", "show_tab('tab-samples')", "Samples tab", id="live.samples", show=False),
+        Binding("l", "show_tab('tab-log')", "Log tab", id="live.log", show=False),
         Binding("s", "stop_run", "Stop run", id="live.stop"),
         Binding("e", "open_results", "Results", id="live.results"),
     ]
@@ -126,22 +126,22 @@ class LiveScreen(Screen):
             yield ProgressBar(total=None, show_eta=False, id="live-progress")
         yield Static("", id="live-alerts")
         with TabbedContent(id="live-tabs"):
-            with TabPane("Rewards", id="tab-rewards"):
+            with TabPane("[u]R[/u]ewards", id="tab-rewards"):
                 with Grid(classes="chart-grid"):
                     for i, (title, keys) in enumerate(REWARD_CHARTS + [("penalties", [])]):
                         yield MetricChart(title, keys, id=f"chart-reward-{i}")
-            with TabPane("Training", id="tab-training"):
+            with TabPane("[u]T[/u]raining", id="tab-training"):
                 with Grid(classes="chart-grid"):
                     for i, (title, keys) in enumerate(TRAINING_CHARTS):
                         yield MetricChart(title, keys, id=f"chart-train-{i}")
-            with TabPane("System", id="tab-system"):
+            with TabPane("S[u]y[/u]stem", id="tab-system"):
                 with Grid(classes="chart-grid chart-grid-small"):
                     for i, (title, keys) in enumerate(SYSTEM_CHARTS):
                         yield MetricChart(title, keys, id=f"chart-sys-{i}")
-            with TabPane("Samples", id="tab-samples"):
+            with TabPane("Sa[u]m[/u]ples", id="tab-samples"):
                 with VerticalScroll():
                     yield Static("no samples yet", id="live-samples")
-            with TabPane("Log", id="tab-log"):
+            with TabPane("[u]L[/u]og", id="tab-log"):
                 yield Log(max_lines=LOG_LINES_KEPT, id="live-log", auto_scroll=True)
         yield Footer()
 

@@ -199,7 +199,8 @@ class RunsScreen(Screen):
             self.query_one("#runs-title", Static).update(
                 f"no runs in {self.app.runs_root} yet: press n to configure and start one")
         else:
-            self.query_one("#runs-title", Static).update(f"{len(self.rows)} runs in {self.app.runs_root}")
+            self.query_one("#runs-title", Static).update(
+                f"{len(self.rows)} run{'s' if len(self.rows) != 1 else ''} in {self.app.runs_root}")
 
     def selected(self) -> RunRow | None:
         table = self.query_one(DataTable)

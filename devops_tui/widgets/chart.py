@@ -72,6 +72,14 @@ def format_value(value: float | None) -> str:
     return f"{value:.3f}"
 
 
+def axis_label(value: float) -> str:
+    """A y-axis label of at most six characters."""
+    text = format_value(value)
+    if len(text) > LABEL_WIDTH - 1:
+        text = f"{value:.0e}".replace("e-0", "e-").replace("e+0", "e")
+    return text[: LABEL_WIDTH - 1]
+
+
 class MetricChart(Widget):
     """Line chart of one or more metrics; the first gets a smoothed bold line over its raw values."""
 
@@ -139,6 +147,9 @@ class MetricChart(Widget):
             return out
         head = [Segment(f" {self.title} ", base + styles["chart--title"])]
         primary = self._series[0] if self._series else None
+        if primary is not None and primary.last_value is not None and self.labels and self.labels[0] != self.title \
+                and len(self.keys) > 1:
+            head.append(Segment(f"{self.labels[0]} ", base + styles["chart--line-1"]))
         if primary is not None and primary.last_value is not None:
             head.append(Segment(format_value(primary.last_value), base + styles["chart--value"]))
             if self.smoothed and len(primary) > 1:
@@ -196,9 +207,9 @@ class MetricChart(Widget):
         axis = base + styles["chart--axis"]
         for r in range(rows):
             if r == 0:
-                label = format_value(vmax)
+                label = axis_label(vmax)
             elif r == rows - 1:
-                label = format_value(vmin)
+                label = axis_label(vmin)
             else:
                 label = ""
             segments = [Segment(label.rjust(LABEL_WIDTH - 1)[: LABEL_WIDTH - 1] + "│", axis)]
