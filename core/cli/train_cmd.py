@@ -1,17 +1,127 @@
-"""Placeholder for commands whose implementation has not landed yet."""
+"""`devops-rl train` (GRPO on the torch or verl backend) and `devops-rl sft` (the supervised warm-start).
+
+Everything heavy is imported inside the commands; the run itself lives in `core.training.train`.
+"""
 
 from __future__ import annotations
 
+import logging
+import sys
+from pathlib import Path
+
 import typer
 
-from core.cli.common import not_built
+from core.errors import UserError
+
+log = logging.getLogger(__name__)
+
+TRAIN_HELP = """Train the agent with GRPO (native torch or verl) into a run folder.
+
+Modes: train (the default preset), ci-fast (the built-in tiny model on a CPU in minutes), single-gpu,
+test (a seconds-long self-check: dataset, reward, config and one tiny step).
+Exit codes: 0 finished, 130 stopped by Ctrl-C/SIGTERM (a checkpoint is saved; continue with --resume),
+1 the run failed (NaN/inf), 2 bad input."""
+
+
+def _open_run_dir(run_dir: Path | None, resume: bool, mode: str):
+    """The run folder to use: `--run-dir` exactly, else the newest resumable run (`--resume`), else None."""
+    from core.training.rundir import RunDirectory, list_runs
+
+    if run_dir is not None:
+        exists = (run_dir / "meta.json").is_file()
+        if resume and not exists:
+            raise UserError(f"--resume: {run_dir} is not a run folder (no meta.json); drop --resume to start a new run there")
+        if exists and not resume:
+            raise UserError(f"--run-dir: {run_dir} already holds a run; add --resume to continue it or pick a new folder")
+        return RunDirectory.open(run_dir) if exists else None
+    if not resume:
+        return None
+    for summary in sorted(list_runs(), key=lambda r: r.run_id, reverse=True):
+        candidate = RunDirectory.open(summary.path)
+        if candidate.meta().get("mode") == mode and any(candidate.checkpoints_dir.glob("global_step_*")):
+            return candidate
+    raise UserError(f"--resume: no run of mode '{mode}' with a checkpoint under the runs folder; pass --run-dir")
+
+
+def train(
+    mode: str = typer.Option("train", "--mode", help="train | ci-fast | single-gpu | test"),
+    model: str | None = typer.Option(None, "--model", help="builtin:tiny, a model folder, or a cached Hugging Face id."),
+    config: Path | None = typer.Option(None, "--config", help="YAML config file (over the mode's preset)."),
+    overrides: list[str] = typer.Option([], "--set", help="Dotted override, e.g. --set data.train_batch_size=8 (repeatable)."),
+    backend: str | None = typer.Option(None, "--backend", help="auto | torch | verl (default: devops.backend)."),
+    run_dir: Path | None = typer.Option(None, "--run-dir", help="Use exactly this run folder (created if new)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the newest checkpoint (of --run-dir, or the newest run of this mode)."),
+    n_runners: int | None = typer.Option(None, "--n-runners", min=1, help="Parallel workers: reward-scoring processes (torch), agent-loop workers (verl)."),
+    seed: int | None = typer.Option(None, "--seed", help="Random seed (devops.seed)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="Join an existing Ray cluster (verl backend only)."),
+) -> int:
+    from core.training.progress import ConsoleProgress, run_summary
+    from core.training.rundir import RunDirectory
+    from core.training.train import choose_backend, config_for_mode, run_training
+
+    existing = _open_run_dir(run_dir, resume, mode)
+    if existing is not None and config is None:
+        config = existing.path / "config.yaml"  # a resumed run keeps its own settings (--set still applies)
+    cfg = config_for_mode(
+        mode, config_file=config, overrides=overrides, model=model, seed=seed, backend=backend, n_runners=n_runners
+    )
+    from core.training.config import validate
+
+    problems = validate(cfg)
+    if problems:
+        raise UserError(problems[0] + (f" (and {len(problems) - 1} more; run 'devops-rl config validate')" if len(problems) > 1 else ""))
+    chosen, why = choose_backend(cfg.devops.backend)
+    log.info(why)
+    if model is None and cfg.actor_rollout_ref.model.path == "builtin:tiny" and mode in ("ci-fast", "test"):
+        log.info("model: the built-in tiny model (builtin:tiny), built locally; pass --model to train another")
+    if existing is None:
+        root, run_id = (run_dir.parent, run_dir.name) if run_dir is not None else (cfg.devops.runs_dir and Path(cfg.devops.runs_dir), None)
+        target = RunDirectory.create(root or None, mode=mode, backend=chosen, config=cfg, run_id=run_id)
+    else:
+        target = existing
+        target.set_status("running", "resumed")
+    log.info("run folder: %s", target.path)
+    with ConsoleProgress() as progress:
+        run_training(cfg, mode=mode, run_dir=target, resume=resume, progress=progress, ray_address=ray_address)
+    status = target.meta().get("status")
+    print(run_summary(target.path), file=sys.stdout, flush=True)
+    return 130 if status == "stopped" else 0
+
+
+def sft(
+    model: str = typer.Option("builtin:tiny", "--model", help="Base model: builtin:tiny, a folder or a cached HF id."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Model folder to write (default: <runs>/sft-<time>)."),
+    steps: int = typer.Option(200, "--steps", min=1, help="Optimizer steps."),
+    lr: float = typer.Option(3e-3, "--lr", min=0.0, help="Peak learning rate (warm-up then cosine)."),
+    batch_size: int = typer.Option(4, "--batch-size", min=1),
+    max_length: int = typer.Option(1024, "--max-length", min=32, help="Prompt + answer tokens per example."),
+    val_fraction: float = typer.Option(0.2, "--val-fraction", help="Tasks held out (the same split training validates on)."),
+    seed: int = typer.Option(0, "--seed"),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda"),
+) -> int:
+    import time
+
+    from core.paths import runs_root
+    from core.training.sft import SftSettings, run_sft
+    from core.training.tiny_model import resolve_model_path
+    from tasks import load_tasks, split_tasks
+
+    base = resolve_model_path(model)
+    train_tasks, _ = split_tasks(load_tasks(), val_fraction=val_fraction, seed=seed)
+    output = output or runs_root() / f"sft-{time.strftime('%Y%m%d-%H%M%S')}"
+    every = max(1, steps // 10)
+
+    def report(update: dict) -> None:
+        if update["step"] % every == 0 or update["step"] == update["total_steps"]:
+            print(f"{time.strftime('%H:%M:%S')} sft step {update['step']}/{update['total_steps']}  loss {update['loss']:.4f}  lr {update['lr']:.2e}", flush=True)
+
+    settings = SftSettings(steps=steps, lr=lr, batch_size=batch_size, max_length=max_length, seed=seed)
+    summary = run_sft(base, output, settings, train_tasks, device=device, progress=report)
+    print(f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f} on {summary['examples']} tasks in {summary['seconds']:.0f}s")
+    print(f"model folder: {output}\ntrain from it: devops-rl train --mode ci-fast --model {output}")
+    return 0
 
 
 def register(app: typer.Typer) -> None:
-    @app.command('train', help='[not built yet] Train the agent with GRPO (native torch or verl).', context_settings={'allow_extra_args': True, 'ignore_unknown_options': True})
-    def _train() -> None:
-        not_built('train', 'issue #5')
-
-    @app.command('sft', help="[not built yet] Supervised warm-start on the tasks' reference answers.", context_settings={'allow_extra_args': True, 'ignore_unknown_options': True})
-    def _sft() -> None:
-        not_built('sft', 'issue #5')
+    app.command("train", help=TRAIN_HELP)(train)
+    app.command("sft", help="Supervised warm-start on the tasks' reference answers (loss on the answer tokens only).")(sft)

@@ -1,0 +1,199 @@
+"""SFT warm-start: fine-tune a model on the tasks' reference answers, loss on the assistant tokens only.
+
+`run_sft` writes an ordinary model folder that `train --model` accepts; `ensure_warmstart` caches a short
+warm-start of the built-in model so `--mode ci-fast` starts RL from a model that already writes DevOps prose.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import UserError
+
+log = logging.getLogger(__name__)
+
+IGNORE_INDEX = -100
+
+
+@dataclass(frozen=True)
+class SftSettings:
+    """The knobs of a warm-start; all of them are part of the cache key."""
+
+    steps: int = 200
+    lr: float = 3e-3
+    batch_size: int = 4
+    max_length: int = 1024
+    seed: int = 0
+    warmup_ratio: float = 0.05
+
+
+def select_device(setting: str = "auto"):
+    """`auto` -> CUDA when present, else CPU; `cuda` without a GPU is a UserError."""
+    import torch
+
+    if setting == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if setting == "cuda" and not torch.cuda.is_available():
+        raise UserError("devops.device: 'cuda' but torch sees no GPU here; use --set devops.device=cpu (or auto)")
+    if setting not in ("cpu", "cuda"):
+        raise UserError(f"devops.device: unknown device {setting!r}; one of auto, cpu, cuda")
+    return torch.device(setting)
+
+
+def build_examples(tasks, tokenizer, system_prompt: str, max_length: int) -> list[tuple[list[int], list[int]]]:
+    """(input ids, labels) per task with a reference answer; labels are -100 on the prompt.
+
+    The prompt is tokenized exactly as at generation time (chat template with the generation prompt) and
+    the answer plus `<|im_end|>` separately, so SFT teaches the very token sequence RL will sample.
+    """
+    examples = []
+    eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
+    for task in tasks:
+        if not task.reference_answer:
+            continue
+        messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": task.desc}]
+        prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        answer_ids = tokenizer(task.reference_answer, add_special_tokens=False)["input_ids"] + [eos]
+        room = max_length - len(prompt_ids)
+        if room < 16:
+            raise UserError(
+                f"sft max_length {max_length} leaves no room for the answer after the {len(prompt_ids)}-token prompt "
+                f"of task '{task.id}'; raise --max-length"
+            )
+        answer_ids = answer_ids[:room]
+        examples.append((prompt_ids + answer_ids, [IGNORE_INDEX] * len(prompt_ids) + answer_ids))
+    if not examples:
+        raise UserError("no task has a reference_answer to fine-tune on; add 'reference_answer' to tasks/data/*.yaml")
+    return examples
+
+
+def _collate(batch, pad_id: int):
+    import torch
+
+    width = max(len(ids) for ids, _ in batch)
+    input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(batch), width), IGNORE_INDEX, dtype=torch.long)
+    attention = torch.zeros((len(batch), width), dtype=torch.long)
+    for row, (ids, labs) in enumerate(batch):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        labels[row, : len(labs)] = torch.tensor(labs)
+        attention[row, : len(ids)] = 1
+    return input_ids, labels, attention
+
+
+def run_sft(
+    model_path: Path,
+    output: Path,
+    settings: SftSettings,
+    tasks,
+    *,
+    device: str = "auto",
+    progress: Callable[[dict], None] | None = None,
+) -> dict:
+    """Fine-tune `model_path` on the reference answers and save model + tokenizer to `output` (atomically).
+
+    `tasks` are the training split's (keep the validation tasks unseen). Returns {"steps", "first_loss",
+    "last_loss", "seconds", "examples"}.
+    """
+    import random
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from core.agent.prompt import system_prompt
+
+    dev = select_device(device)
+    torch.manual_seed(settings.seed)
+    rng = random.Random(settings.seed)
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(dev)
+    model.train()
+    examples = build_examples(tasks, tokenizer, system_prompt(), settings.max_length)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.01)
+    warmup = max(1, int(settings.steps * settings.warmup_ratio))
+
+    def schedule(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, settings.steps - warmup)))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    order: list[int] = []
+    losses: list[float] = []
+    started = time.monotonic()
+    for step in range(1, settings.steps + 1):
+        batch = []
+        while len(batch) < settings.batch_size:
+            if not order:
+                order = list(range(len(examples)))
+                rng.shuffle(order)
+            batch.append(examples[order.pop()])
+        input_ids, labels, attention = (t.to(dev) for t in _collate(batch, tokenizer.pad_token_id))
+        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        if not torch.isfinite(loss):
+            raise UserError(f"sft: the loss became {loss.item()} at step {step}; lower --lr (now {settings.lr})")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+        if progress is not None:
+            progress({"step": step, "total_steps": settings.steps, "loss": losses[-1], "lr": scheduler.get_last_lr()[0]})
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        summary = {
+            "steps": settings.steps,
+            "first_loss": losses[0],
+            "last_loss": sum(losses[-10:]) / len(losses[-10:]),
+            "seconds": round(time.monotonic() - started, 2),
+            "examples": len(examples),
+        }
+        (tmp / "devops-rl-sft.json").write_text(
+            json.dumps({"base_model": str(model_path), "settings": settings.__dict__, **summary}, indent=2) + "\n",
+            encoding="utf-8",
+        )
+        if output.exists():
+            shutil.rmtree(output)
+        try:
+            os.rename(tmp, output)
+        except OSError:
+            if not (output / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return summary
+
+
+def ensure_warmstart(base: Path, settings: SftSettings, tasks, *, device: str = "auto") -> Path:
+    """A cached SFT warm-start of `base` (keyed by the base folder's weights, the tasks and the settings)."""
+    from core.paths import cache_dir
+
+    digest = hashlib.sha256()
+    digest.update(hashlib.sha256((Path(base) / "model.safetensors").read_bytes()).digest())
+    digest.update(json.dumps(settings.__dict__, sort_keys=True).encode())
+    for task in tasks:
+        digest.update(json.dumps(task.to_dict(), sort_keys=True).encode())
+    target = cache_dir() / "models" / f"sft-{Path(base).name}-{digest.hexdigest()[:12]}"
+    if (target / "config.json").is_file():
+        log.info("SFT warm-start: using the cached model %s", target)
+        return target
+    log.info("SFT warm-start: %d steps on the reference answers (cached in %s)", settings.steps, target)
+    summary = run_sft(Path(base), target, settings, tasks, device=device)
+    log.info("SFT warm-start: loss %.3f -> %.3f in %.0fs", summary["first_loss"], summary["last_loss"], summary["seconds"])
+    return target
