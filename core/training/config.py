@@ -45,7 +45,7 @@ def _suggest(word: str, choices) -> str:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, coerce_numbers_to_str=True)
 
 
 # ---- algorithm ------------------------------------------------------------------------------------
@@ -571,17 +571,31 @@ def config_from_yaml(text: str, source: str = "<config>") -> TrainingConfig:
 
 # ---- validation ---------------------------------------------------------------------------------
 
-# Context windows of well-known models, for when their config.json is not on this machine.
-KNOWN_CONTEXT = {
-    "Qwen/Qwen2.5-0.5B-Instruct": 32768, "Qwen/Qwen2.5-1.5B-Instruct": 32768, "Qwen/Qwen2.5-3B-Instruct": 32768,
-    "Qwen/Qwen2.5-7B-Instruct": 32768, "Qwen/Qwen2.5-14B-Instruct": 32768, "Qwen/Qwen2.5-32B-Instruct": 32768,
-    "Qwen/Qwen3-0.6B": 40960, "Qwen/Qwen3-1.7B": 40960, "Qwen/Qwen3-4B": 40960, "Qwen/Qwen3-8B": 40960,
-    "meta-llama/Llama-3.1-8B-Instruct": 131072, "meta-llama/Llama-3.2-1B-Instruct": 131072,
+# The config.json figures of well-known models, for when their files are not on this machine
+# (the doctor's parameter count and the context-length check use them).
+KNOWN_MODELS: dict[str, dict[str, Any]] = {
+    name: dict(zip(("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                    "intermediate_size", "vocab_size", "tie_word_embeddings", "max_position_embeddings", "head_dim"), row))
+    for name, row in {
+        "Qwen/Qwen2.5-0.5B-Instruct": (896, 24, 14, 2, 4864, 151936, True, 32768, None),
+        "Qwen/Qwen2.5-1.5B-Instruct": (1536, 28, 12, 2, 8960, 151936, True, 32768, None),
+        "Qwen/Qwen2.5-3B-Instruct": (2048, 36, 16, 2, 11008, 151936, True, 32768, None),
+        "Qwen/Qwen2.5-7B-Instruct": (3584, 28, 28, 4, 18944, 152064, False, 32768, None),
+        "Qwen/Qwen2.5-14B-Instruct": (5120, 48, 40, 8, 13824, 152064, False, 32768, None),
+        "Qwen/Qwen2.5-32B-Instruct": (5120, 64, 40, 8, 27648, 152064, False, 32768, None),
+        "Qwen/Qwen3-0.6B": (1024, 28, 16, 8, 3072, 151936, True, 40960, 128),
+        "Qwen/Qwen3-1.7B": (2048, 28, 16, 8, 6144, 151936, True, 40960, 128),
+        "Qwen/Qwen3-4B": (2560, 36, 32, 8, 9728, 151936, True, 40960, 128),
+        "Qwen/Qwen3-8B": (4096, 36, 32, 8, 12288, 151936, False, 40960, 128),
+        "meta-llama/Llama-3.1-8B-Instruct": (4096, 32, 32, 8, 14336, 128256, False, 131072, None),
+        "meta-llama/Llama-3.2-1B-Instruct": (2048, 16, 32, 8, 8192, 128256, True, 131072, 64),
+        "meta-llama/Llama-3.2-3B-Instruct": (3072, 28, 24, 8, 8192, 128256, True, 131072, 128),
+    }.items()
 }
 
 
 def model_config_json(model_path: str, *, build_builtin: bool = False) -> dict | None:
-    """The model's config.json as a dict when it is available locally (builtin:tiny: the recipe unless built)."""
+    """The model's config.json when it is local (builtin:tiny: its recipe unless built), else KNOWN_MODELS, else None."""
     import json
 
     from core.training import tiny_model
@@ -598,21 +612,19 @@ def model_config_json(model_path: str, *, build_builtin: bool = False) -> dict |
                 from huggingface_hub import snapshot_download
 
                 folder = Path(snapshot_download(repo_id=model_path, local_files_only=True, allow_patterns=["config.json"]))
-            except Exception:  # not cached, or no huggingface_hub: the caller falls back to known sizes
-                return None
+            except Exception:  # not cached, or no huggingface_hub: fall back to the well-known sizes
+                folder = Path("/nonexistent")
     try:
         return json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        known = KNOWN_MODELS.get(model_path)
+        return {k: v for k, v in known.items() if v is not None} if known else None
 
 
 def model_context_length(model_path: str) -> int | None:
     """max_position_embeddings of the model, from its config.json or the table of well-known models."""
-    info = model_config_json(model_path)
-    if info:
-        text_config = info.get("text_config") or {}
-        return info.get("max_position_embeddings") or text_config.get("max_position_embeddings")
-    return KNOWN_CONTEXT.get(model_path)
+    info = model_config_json(model_path) or {}
+    return info.get("max_position_embeddings") or (info.get("text_config") or {}).get("max_position_embeddings")
 
 
 def steps_per_epoch(cfg: TrainingConfig) -> int | None:
