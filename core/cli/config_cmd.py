@@ -1,13 +1,144 @@
-"""Placeholder for commands whose implementation has not landed yet."""
+"""`devops-rl config`: show, validate, export, diff and doctor training configs (and `config verl`).
+
+Every command resolves preset < --config FILE < --set KEY=VALUE through `core.training.config.load_config`.
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Optional
+
 import typer
 
-from core.cli.common import not_built
+config_app = typer.Typer(help="Show, validate, export, diff and check training configs.", no_args_is_help=True)
+
+PRESET_HELP = "Preset to start from: default | ci-fast | single-gpu."
+SET_HELP = "Dotted override typed like YAML, e.g. --set actor_rollout_ref.actor.optim.lr=2e-6 (repeatable)."
 
 
 def register(app: typer.Typer) -> None:
-    @app.command('config', help='[not built yet] Show, validate, export, diff and check training configs.', context_settings={'allow_extra_args': True, 'ignore_unknown_options': True})
-    def _config() -> None:
-        not_built('config', 'issue #4')
+    from core.cli import verl_cmd
+
+    verl_cmd.register(config_app)
+    app.add_typer(config_app, name="config")
+
+
+def _load(preset: str, config: Path | None, overrides: list[str]):
+    from core.training.config import load_config
+
+    return load_config(preset, config_file=config, overrides=overrides)
+
+
+def _fail_with(problems: list[str], where: str) -> None:
+    """One `error:` line per problem on stderr, exit code 2."""
+    for problem in problems:
+        print(f"error: {where}: {problem}", file=sys.stderr)
+    raise typer.Exit(2)
+
+
+@config_app.command("show")
+def show(
+    preset: str = typer.Option("default", "--preset", "-p", help=PRESET_HELP),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config file over the preset."),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
+    flat: bool = typer.Option(False, "--flat", help="One 'dotted.key: value' line per setting."),
+) -> None:
+    """Print the resolved config as YAML."""
+    cfg = _load(preset, config, overrides)
+    if flat:
+        for key, value in cfg.flat().items():
+            print(f"{key}: {value!r}" if isinstance(value, str) else f"{key}: {value}")
+    else:
+        sys.stdout.write(cfg.to_yaml())
+
+
+@config_app.command("validate")
+def validate_cmd(
+    config: Optional[Path] = typer.Argument(None, help="YAML config file (omit to check the preset alone)."),
+    preset: str = typer.Option("default", "--preset", "-p", help=PRESET_HELP),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
+    gpus: Optional[int] = typer.Option(None, "--gpus", min=0, help="GPUs available (default: what the config asks for)."),
+) -> None:
+    """Check a config the way verl would: one line per problem, exit 2 if there is any."""
+    from core.training.config import validate
+
+    cfg = _load(preset, config, overrides)
+    where = str(config) if config is not None else f"preset {preset}"
+    problems = validate(cfg, n_gpus=gpus)
+    if problems:
+        _fail_with(problems, where)
+    print(f"ok: {where} is a valid config")
+
+
+@config_app.command("export")
+def export(
+    preset: str = typer.Option("default", "--preset", "-p", help=PRESET_HELP),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+) -> None:
+    """Write a complete YAML config that `train --config` and `config validate` accept."""
+    from core.training.config import validate
+
+    cfg = _load(preset, None, overrides)
+    header = (f"# devops-rl training config (preset {preset}{', ' + ' '.join('--set ' + o for o in overrides) if overrides else ''}).\n"
+              "# Use it with: devops-rl train --config FILE   |   check it: devops-rl config validate FILE\n")
+    problems = validate(cfg)
+    if problems:
+        header += "".join(f"# warning: {p}\n" for p in problems)
+    text = header + cfg.to_yaml()
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        print(f"wrote {output}", file=sys.stderr)
+
+
+def _resolve_side(spec: str):
+    """A diff side: a config file, or a preset name (`ci-fast` or `preset:ci-fast`)."""
+    from core.errors import UserError
+    from core.training.config import PRESETS, load_config
+
+    name = spec.removeprefix("preset:")
+    if Path(spec).is_file():
+        return load_config("default", config_file=Path(spec))
+    if name in PRESETS:
+        return load_config(name)
+    raise UserError(f"config diff: '{spec}' is neither a file nor a preset ({', '.join(PRESETS)})")
+
+
+@config_app.command("diff")
+def diff(
+    a: str = typer.Argument(..., help="Config file or preset name."),
+    b: str = typer.Argument(..., help="Config file or preset name."),
+) -> None:
+    """Print the settings that differ between two configs (files over the default preset, or presets)."""
+    left, right = _resolve_side(a).flat(), _resolve_side(b).flat()
+    keys = [k for k in dict.fromkeys([*left, *right]) if left.get(k, "<unset>") != right.get(k, "<unset>")]
+    if not keys:
+        print(f"no differences between {a} and {b}")
+        return
+    width = max(len(k) for k in keys)
+    print(f"{'key':<{width}}  {a}  ->  {b}")
+    for key in keys:
+        print(f"{key:<{width}}  {left.get(key, '<unset>')!r}  ->  {right.get(key, '<unset>')!r}")
+
+
+@config_app.command("doctor")
+def doctor(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config file over the preset."),
+    preset: str = typer.Option("default", "--preset", "-p", help=PRESET_HELP),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
+    gpu_mem: Optional[float] = typer.Option(None, "--gpu-mem", min=0.1, help="GPU memory in GiB (default: NVML)."),
+) -> None:
+    """Estimate GPU memory for the config and print the tuning advice that applies."""
+    from core.training.config import validate
+    from core.training.doctor import report
+
+    cfg = _load(preset, config, overrides)
+    print(report(cfg, gpu_mem_gib=gpu_mem))
+    problems = validate(cfg)
+    if problems:
+        print("\nconfig problems (devops-rl config validate):")
+        for problem in problems:
+            print(f"  - {problem}")
