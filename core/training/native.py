@@ -307,8 +307,16 @@ class NativeTrainer:
             top_k = self.rollout.top_k if self.rollout.top_k > 0 else 0  # verl's -1 (vLLM) and 0 (HF) mean "off"
             kwargs.update(do_sample=True, temperature=self.rollout.temperature, top_p=self.rollout.top_p, top_k=top_k)
         self.policy.eval()
-        with torch.no_grad():
-            out = self.policy.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
+        try:
+            with torch.no_grad():
+                out = self.policy.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
+        except RuntimeError as exc:  # sampling from NaN/inf probabilities: the weights diverged
+            if "inf" not in str(exc) and "nan" not in str(exc):
+                raise
+            raise TrainingFailed(
+                f"the model's probabilities became NaN/inf at step {self.global_step} (the weights diverged); the last "
+                f"good checkpoint is kept. Lower actor_rollout_ref.actor.optim.lr (now {self.actor.optim.lr})"
+            ) from exc
         responses = out[:, width:]
         if responses.shape[1] == 0:
             responses = torch.full((len(rows), 1), pad, device=self.device)
