@@ -1,13 +1,114 @@
-"""Placeholder for commands whose implementation has not landed yet."""
+"""`devops-rl runs`: list the run folders and show one run (metadata, last metrics, events, checkpoints).
+
+Reads only the files documented in docs/run-format.md, so it works on a run that is still going.
+"""
 
 from __future__ import annotations
 
+import json
+from datetime import datetime, timezone
+from typing import Optional
+
 import typer
 
-from core.cli.common import not_built
+runs_app = typer.Typer(help="List and inspect runs (the folders under the runs directory).", no_args_is_help=True)
+
+SHOW_KEYS = ("critic/score/mean", "reward/final/mean", "val/score/mean", "actor/pg_loss", "actor/entropy", "actor/ppo_kl",
+             "actor/grad_norm", "actor/lr", "response_length/mean", "timing_s/step", "perf/throughput")
 
 
 def register(app: typer.Typer) -> None:
-    @app.command('runs', help='[not built yet] List and inspect runs.', context_settings={'allow_extra_args': True, 'ignore_unknown_options': True})
-    def _runs() -> None:
-        not_built('runs', 'issue #4')
+    app.add_typer(runs_app, name="runs")
+
+
+def age(iso: str | None) -> str:
+    """'3m', '2h', '5d' since an ISO time ('?' if unknown)."""
+    if not iso:
+        return "?"
+    try:
+        then = datetime.fromisoformat(iso)
+    except ValueError:
+        return "?"
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=timezone.utc)
+    seconds = max(0.0, (datetime.now(timezone.utc) - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def fmt(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+@runs_app.command("list")
+def list_cmd(
+    root: Optional[str] = typer.Option(None, "--root", help="Runs folder (default: $DEVOPS_RL_RUNS_DIR or ./runs)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """One line per run: id, status, mode, backend, steps, best and last reward, age."""
+    from pathlib import Path
+
+    from core.paths import runs_root
+    from core.training.rundir import list_runs
+
+    folder = Path(root) if root else runs_root()
+    runs = list_runs(folder)
+    if as_json:
+        print(json.dumps([{"run_id": r.run_id, "path": str(r.path), "status": r.shown_status, "mode": r.mode,
+                           "backend": r.backend, "steps": r.steps, "best_reward": r.best_reward,
+                           "last_reward": r.last_reward, "started_at": r.started_at, "ended_at": r.ended_at,
+                           "message": r.message} for r in runs], indent=2))
+        return
+    if not runs:
+        print(f"no runs under {folder} (start one with 'devops-rl train --mode ci-fast')")
+        return
+    header = ("run", "status", "mode", "backend", "steps", "best", "last", "age")
+    rows = [(r.run_id, r.shown_status, r.mode, r.backend, fmt(r.steps), fmt(r.best_reward), fmt(r.last_reward),
+             age(r.started_at)) for r in runs]
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+@runs_app.command("show")
+def show(
+    run: str = typer.Argument(..., help="Run id (or a unique prefix) or run folder."),
+    events: int = typer.Option(8, "--events", min=0, help="How many of the last events to print."),
+) -> None:
+    """A run's metadata, latest metrics, last events and checkpoints."""
+    from core.training.rundir import RunDirectory, read_jsonl, summarize
+
+    target = RunDirectory.open(run)
+    summary = summarize(target.path)
+    meta = target.meta()
+    print(f"run:      {target.run_id}")
+    print(f"folder:   {target.path}")
+    print(f"status:   {summary.shown_status}" + (f" ({meta['message']})" if meta.get("message") else ""))
+    print(f"mode:     {meta.get('mode', '?')}   backend: {meta.get('backend', '?')}   host: {meta.get('host', '?')}   pid: {meta.get('pid', '?')}")
+    print(f"started:  {meta.get('started_at') or '?'} ({age(meta.get('started_at'))} ago)   ended: {meta.get('ended_at') or '-'}")
+    versions = meta.get("versions") or {}
+    if versions:
+        print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    print(f"steps:    {fmt(summary.steps)}   best reward: {fmt(summary.best_reward)}   last reward: {fmt(summary.last_reward)}")
+    metrics = read_jsonl(target.metrics_path)
+    if metrics:
+        last = metrics[-1]
+        data = last.get("data") or {}
+        shown = {k: data[k] for k in SHOW_KEYS if k in data}
+        print(f"last metrics (step {last.get('step')}):")
+        for key, value in shown.items():
+            print(f"  {key:<24} {fmt(value)}")
+    records = read_jsonl(target.events_path)[-events:] if events else []
+    if records:
+        print("events:")
+        for record in records:
+            extra = ", ".join(f"{k}={fmt(v)}" for k, v in record.items() if k not in ("time", "event"))
+            print(f"  {record.get('time', '?')}  {record.get('event', '?'):<10} {extra}".rstrip())
+    checkpoints = sorted(p.name for p in target.checkpoints_dir.glob("global_step_*")) if target.checkpoints_dir.is_dir() else []
+    print(f"checkpoints: {', '.join(checkpoints) if checkpoints else 'none'}")

@@ -1,13 +1,210 @@
-"""Placeholder for commands whose implementation has not landed yet."""
+"""`devops-rl tail RUN [--follow]`: the key metrics of a run as a table, plus its log lines as they come.
+
+Works from any terminal while the run is going; `--follow` exits when the run's status leaves `running`
+(or its process is gone), or on Ctrl-C. A rich live table on a terminal, plain lines when piped.
+"""
 
 from __future__ import annotations
 
+import sys
+import time
+from pathlib import Path
+
 import typer
 
-from core.cli.common import not_built
+# Preferred columns, in order; only those the run actually logs are shown (verl names, plus ours).
+COLUMNS = (
+    ("critic/score/mean", "reward"),
+    ("val/score/mean", "val"),
+    ("actor/pg_loss", "pg_loss"),
+    ("actor/entropy", "entropy"),
+    ("actor/ppo_kl", "kl"),
+    ("actor/pg_clipfrac", "clipfrac"),
+    ("actor/grad_norm", "grad"),
+    ("response_length/mean", "resp_len"),
+    ("timing_s/step", "step_s"),
+)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command('tail', help="[not built yet] Follow a run's metrics and log from any terminal.", context_settings={'allow_extra_args': True, 'ignore_unknown_options': True})
-    def _tail() -> None:
-        not_built('tail', 'issue #4')
+    app.command("tail")(tail)
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+class MetricsView:
+    """The metric rows seen so far, keyed by step (a rewritten file replaces rows, never duplicates them)."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.rows: dict[int, dict] = {}
+        self.keys: list[str] = []
+
+    def reset(self) -> None:
+        self.rows.clear()
+
+    def add(self, record: dict) -> int | None:
+        step, data = record.get("step"), record.get("data")
+        if not isinstance(step, int) or not isinstance(data, dict):
+            return None
+        self.rows.setdefault(step, {}).update(data)
+        for key, _ in COLUMNS:
+            if key in data and key not in self.keys:
+                self.keys.append(key)
+        self.keys.sort(key=[k for k, _ in COLUMNS].index)
+        while len(self.rows) > self.keep:
+            del self.rows[min(self.rows)]
+        return step
+
+    def header(self) -> list[str]:
+        names = dict(COLUMNS)
+        return ["step", *(names[k] for k in self.keys)]
+
+    def line(self, step: int) -> list[str]:
+        data = self.rows.get(step, {})
+        return [str(step), *(_cell(data.get(k)) for k in self.keys)]
+
+
+def _plain(cells: list[str]) -> str:
+    return "  ".join(cell.rjust(9) for cell in cells).rstrip()
+
+
+def _metrics_path(target: str) -> tuple[Path, object | None]:
+    """(metrics file, RunDirectory or None): a run id/folder, or any verl file-logger JSONL given directly."""
+    from core.training.rundir import RunDirectory
+
+    path = Path(target)
+    if path.is_file():
+        return path, None
+    run = RunDirectory.open(target)
+    return run.metrics_path, run
+
+
+def tail(
+    run: str = typer.Argument(..., help="Run id (or a unique prefix), run folder, or a verl file-logger .jsonl file."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new steps and log lines until the run ends."),
+    lines: int = typer.Option(10, "--lines", "-n", min=1, help="How many of the latest steps to show."),
+    log_lines: bool = typer.Option(True, "--log/--no-log", help="Also show the run's log lines (train.log)."),
+    interval: float = typer.Option(0.25, "--interval", min=0.05, help="Seconds between checks for new lines."),
+) -> int:
+    """Show a run's key metrics (and log lines); with --follow, live until the run ends."""
+    from core.training.rundir import FileTail, JsonlTail, pid_alive
+
+    metrics_path, run_dir = _metrics_path(run)
+    view = MetricsView(keep=lines)
+    metrics = JsonlTail(metrics_path)
+    log_tail = FileTail(run_dir.log_path, from_start=False) if (run_dir is not None and log_lines) else None
+    events = JsonlTail(run_dir.events_path, from_start=False) if run_dir is not None else None
+    for record in metrics.poll_records():
+        view.add(record)
+    if not follow:
+        print(_plain(view.header()))
+        for step in sorted(view.rows):
+            print(_plain(view.line(step)))
+        if run_dir is not None and log_lines:
+            text = run_dir.log_path.read_text(encoding="utf-8", errors="replace") if run_dir.log_path.exists() else ""
+            for line in text.splitlines()[-5:]:
+                print(f"log | {line}")
+        return 0
+
+    def finished() -> str | None:
+        """Why following should stop, or None while the run is going."""
+        if run_dir is None:
+            return None
+        meta = run_dir.meta()
+        status = meta.get("status")
+        if status and status != "running":
+            return f"run {status}" + (f": {meta['message']}" if meta.get("message") else "")
+        import socket
+
+        if meta.get("host") == socket.gethostname() and pid_alive(meta.get("pid")) is False:
+            return f"run process {meta.get('pid')} is gone (killed?) while its status says running"
+        return None
+
+    live = sys.stdout.isatty()
+    return (_follow_live if live else _follow_plain)(view, metrics, log_tail, events, finished, interval)
+
+
+def _event_line(record: dict) -> str:
+    extra = " ".join(f"{k}={_cell(v)}" for k, v in record.items() if k not in ("time", "event"))
+    return f"event | {record.get('event', '?')} {extra}".rstrip()
+
+
+def _drain(view: MetricsView, metrics, log_tail, events) -> tuple[list[int], list[str]]:
+    """New metric steps, and new log and event lines, since the last call."""
+    restarts = metrics.restarts
+    records = metrics.poll_records()
+    if metrics.restarts != restarts:
+        view.reset()
+    steps = [s for s in (view.add(r) for r in records) if s is not None]
+    logs = [f"log | {raw.decode('utf-8', 'replace')}" for raw in log_tail.poll()] if log_tail is not None else []
+    if events is not None:
+        logs += [_event_line(r) for r in events.poll_records()]
+    return steps, logs
+
+
+def _follow_plain(view, metrics, log_tail, events, finished, interval) -> int:
+    printed_header: list[str] = []
+    for step in sorted(view.rows):
+        if view.header() != printed_header:
+            printed_header = view.header()
+            print(_plain(printed_header), flush=True)
+        print(_plain(view.line(step)), flush=True)
+    while True:
+        done = finished()  # read before draining, so lines written just before the end are still shown
+        steps, logs = _drain(view, metrics, log_tail, events)
+        for step in dict.fromkeys(steps):
+            if view.header() != printed_header:
+                printed_header = view.header()
+                print(_plain(printed_header), flush=True)
+            print(_plain(view.line(step)), flush=True)
+        for line in logs:
+            print(line, flush=True)
+        if done and not steps and not logs:
+            print(done, flush=True)
+            return 0
+        if not steps and not logs:
+            time.sleep(interval)
+
+
+def _follow_live(view, metrics, log_tail, events, finished, interval) -> int:
+    from collections import deque
+
+    from rich.console import Group
+    from rich.live import Live
+    from rich.table import Table
+    from rich.text import Text
+
+    recent_logs: deque[str] = deque(maxlen=8)
+
+    def render():
+        table = Table(box=None, header_style="bold")
+        for name in view.header():
+            table.add_column(name, justify="right", no_wrap=True)
+        for step in sorted(view.rows):
+            table.add_row(*view.line(step))
+        parts = [table]
+        if recent_logs:
+            parts.append(Text("\n".join(recent_logs), overflow="ellipsis", no_wrap=True, style="dim"))
+        return Group(*parts)
+
+    with Live(render(), refresh_per_second=4, transient=False) as live:
+        while True:
+            done = finished()
+            steps, logs = _drain(view, metrics, log_tail, events)
+            recent_logs.extend(logs)
+            if steps or logs:
+                live.update(render())
+            if done and not steps and not logs:
+                break
+            if not steps and not logs:
+                time.sleep(interval)
+    print(done)
+    return 0
+

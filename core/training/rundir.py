@@ -291,6 +291,82 @@ def last_step(metrics_path: Path) -> int | None:
 _HEAD_BYTES = 64
 
 
+class FileTail:
+    """Non-blocking reader of the complete lines appended to a file since the last `poll()`.
+
+    Waits for the file to appear; keeps a partial last line until its newline arrives; when the file is
+    replaced (new inode), truncated (shrinks) or rewritten in place (its first bytes change), starts again
+    from the top and counts it in `restarts`.
+    """
+
+    def __init__(self, path: Path, *, from_start: bool = True) -> None:
+        self.path = Path(path)
+        self.restarts = 0
+        self._skip_existing = not from_start
+        self._handle = None
+        self._identity: tuple[int, int] | None = None
+        self._position = 0
+        self._head = b""
+        self._pending = b""
+
+    def poll(self) -> list[bytes]:
+        """The complete lines that arrived since the last call (possibly after a restart)."""
+        if self._handle is not None and self._restarted():
+            self.close()
+            self.restarts += 1
+        if self._handle is None and not self._open():
+            return []
+        chunk = self._handle.read()
+        if not chunk:
+            return []
+        self._position += len(chunk)
+        if len(self._head) < _HEAD_BYTES:
+            self._head = os.pread(self._handle.fileno(), min(_HEAD_BYTES, self._position), 0)
+        data = self._pending + chunk
+        cut = data.rfind(b"\n") + 1
+        self._pending = data[cut:]
+        return [raw for raw in data[:cut].split(b"\n") if raw.strip()]
+
+    def _open(self) -> bool:
+        try:
+            self._handle = open(self.path, "rb")  # noqa: SIM115 - kept open across polls
+        except FileNotFoundError:
+            return False
+        st = os.fstat(self._handle.fileno())
+        self._identity, self._pending = (st.st_dev, st.st_ino), b""
+        self._position = st.st_size if self._skip_existing else 0
+        self._skip_existing = False
+        self._handle.seek(self._position)
+        self._head = os.pread(self._handle.fileno(), min(_HEAD_BYTES, self._position), 0) if self._position else b""
+        return True
+
+    def _restarted(self) -> bool:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return False  # deleted: keep the open file until a new one appears
+        if (st.st_dev, st.st_ino) != self._identity or st.st_size < self._position:
+            return True
+        return bool(self._head) and os.pread(self._handle.fileno(), len(self._head), 0) != self._head
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+class JsonlTail(FileTail):
+    """A `FileTail` that parses each line as a JSON object (lines that are not are skipped)."""
+
+    def poll_records(self) -> list[dict]:
+        records = []
+        for raw in self.poll():
+            record = _parse_line(raw, self.path)
+            if record is not None:
+                records.append(record)
+        return records
+
+
 def follow(
     path: Path,
     *,
@@ -301,81 +377,26 @@ def follow(
 ) -> Iterator[dict]:
     """Yield JSON records as lines are appended to `path`, until `stop()` is true once all is read.
 
-    Waits for the file to appear; keeps a partial last line until its newline arrives; when the file is
-    replaced (new inode), truncated (shrinks) or rewritten in place (its first bytes change), reads it again
-    from the start and calls `on_restart()` first, so the caller can drop what it had.
+    Tolerates a partial last line, and a file that is replaced, truncated or rewritten: then it reads the
+    file again from the start, calling `on_restart()` first so the caller can drop what it had.
     """
-    path = Path(path)
-    handle = None
-    identity: tuple[int, int] | None = None
-    position = 0
-    head = b""
-    pending = b""
-    skip_existing = not from_start
+    tail = JsonlTail(path, from_start=from_start)
+    restarts = 0
     try:
         while True:
-            if handle is None:
-                try:
-                    handle = open(path, "rb")  # noqa: SIM115 - kept open across polls
-                except FileNotFoundError:
-                    if stop is not None and stop():
-                        return
-                    time.sleep(poll_interval)
-                    continue
-                st = os.fstat(handle.fileno())
-                identity, pending = (st.st_dev, st.st_ino), b""
-                position = st.st_size if skip_existing else 0
-                skip_existing = False
-                handle.seek(position)
-                head = _read_head(handle, position)
-            chunk = handle.read()
-            if chunk:
-                position += len(chunk)
-                if len(head) < _HEAD_BYTES:
-                    head = _read_head(handle, position)
-                data = pending + chunk
-                cut = data.rfind(b"\n") + 1
-                pending = data[cut:]
-                for raw in data[:cut].split(b"\n"):
-                    if raw.strip():
-                        record = _parse_line(raw, path)
-                        if record is not None:
-                            yield record
-                continue
-            if _restarted(path, handle, identity, position, head):
-                handle.close()
-                handle = None
+            records = tail.poll_records()
+            if tail.restarts != restarts:
+                restarts = tail.restarts
                 if on_restart is not None:
                     on_restart()
+            if records:
+                yield from records
                 continue
             if stop is not None and stop():
                 return
             time.sleep(poll_interval)
     finally:
-        if handle is not None:
-            handle.close()
-
-
-def _read_head(handle, position: int) -> bytes:
-    """The file's first bytes (up to what has been read), to notice an in-place rewrite."""
-    length = min(_HEAD_BYTES, position)
-    if length <= 0:
-        return b""
-    head = os.pread(handle.fileno(), length, 0)
-    handle.seek(position)
-    return head
-
-
-def _restarted(path: Path, handle, identity, position: int, head: bytes) -> bool:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return False  # deleted: keep reading the open file until a new one appears
-    if (st.st_dev, st.st_ino) != identity:
-        return True
-    if st.st_size < position:
-        return True
-    return bool(head) and os.pread(handle.fileno(), len(head), 0) != head
+        tail.close()
 
 
 def follow_metrics(path: Path, **kwargs) -> Iterator[tuple[int, dict[str, Any]]]:
