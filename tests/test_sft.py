@@ -1,0 +1,101 @@
+"""Tests of the SFT warm-start: loss only on the answer tokens, the loss falls, and the output folder trains on.
+
+Uses the built-in tiny model and the real task files; `devops-rl sft` runs as a real subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from transformers import AutoTokenizer
+
+    from core.training.tiny_model import ensure_tiny_model
+
+    path = ensure_tiny_model()
+    return path, AutoTokenizer.from_pretrained(path)
+
+
+def _train_tasks(count: int):
+    from tasks import load_tasks, split_tasks
+
+    return split_tasks(load_tasks(), 0.2, 0)[0][:count]
+
+
+def test_labels_cover_exactly_the_answer_and_its_end_token(tiny):
+    from core.agent.prompt import system_prompt
+    from core.training.sft import IGNORE_INDEX, build_examples
+
+    _, tok = tiny
+    task = _train_tasks(1)[0]
+    (ids, labels), = build_examples([task], tok, system_prompt(), max_length=4096)
+    prompt = tok.apply_chat_template(
+        [{"role": "system", "content": system_prompt()}, {"role": "user", "content": task.desc}],
+        tokenize=False, add_generation_prompt=True,
+    )
+    n_prompt = len(tok(prompt, add_special_tokens=False)["input_ids"])
+    assert labels[:n_prompt] == [IGNORE_INDEX] * n_prompt
+    answer = labels[n_prompt:]
+    assert IGNORE_INDEX not in answer and answer == ids[n_prompt:]
+    assert answer[-1] == tok.convert_tokens_to_ids("<|im_end|>")
+    assert tok.decode(answer[:-1]) == task.reference_answer
+
+    # Truncation keeps the whole prompt and cuts the answer; a limit below the prompt is a clear error.
+    (short_ids, short_labels), = build_examples([task], tok, system_prompt(), max_length=n_prompt + 20)
+    assert len(short_ids) == n_prompt + 20 and short_labels[:n_prompt] == labels[:n_prompt]
+    with pytest.raises(UserError, match="raise --max-length"):
+        build_examples([task], tok, system_prompt(), max_length=n_prompt)
+
+
+def test_sft_lowers_the_loss_and_writes_a_loadable_model(tiny, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from core.training.sft import SftSettings, run_sft
+
+    path, _ = tiny
+    out = tmp_path / "warm"
+    summary = run_sft(path, out, SftSettings(steps=20, lr=3e-3, batch_size=2, max_length=700), _train_tasks(6), device="cpu")
+    assert summary["last_loss"] < summary["first_loss"] - 0.5
+    model = AutoModelForCausalLM.from_pretrained(out)
+    base = AutoModelForCausalLM.from_pretrained(path)
+    assert not torch.equal(model.model.embed_tokens.weight, base.model.embed_tokens.weight)
+    info = json.loads((out / "devops-rl-sft.json").read_text())
+    assert info["steps"] == 20 and info["base_model"] == str(path)
+
+
+def test_warmstart_is_cached(tiny, monkeypatch, tmp_path):
+    from core.training import sft
+
+    path, _ = tiny
+    settings = sft.SftSettings(steps=3, batch_size=1, max_length=700)
+    tasks = _train_tasks(2)
+    first = sft.ensure_warmstart(path, settings, tasks, device="cpu")
+    monkeypatch.setattr(sft, "run_sft", lambda *a, **k: pytest.fail("a cached warm-start was rebuilt"))
+    assert sft.ensure_warmstart(path, settings, tasks, device="cpu") == first
+    assert (first / "config.json").is_file()
+
+
+def test_sft_command_writes_a_folder_train_accepts(tmp_path):
+    out = tmp_path / "sft-model"
+    result = subprocess.run(
+        [sys.executable, "-m", "core.cli.main", "sft", "--steps", "4", "--batch-size", "1", "--max-length", "700",
+         "--output", str(out), "--device", "cpu"],
+        cwd=REPO, capture_output=True, text=True, timeout=240,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"model folder: {out}" in result.stdout and "sft step 4/4" in result.stdout
+    from core.training.tiny_model import resolve_model_path
+
+    assert resolve_model_path(str(out)) == out.resolve()
