@@ -71,7 +71,8 @@ class CockpitApp(App[None]):
     ]
 
     def __init__(self, *, attach: Path | None = None, runs_root: Path | None = None,
-                 clock: Callable[[], float] = time.time, keymap: dict[str, str] | None = None) -> None:
+                 clock: Callable[[], float] = time.time, keymap: dict[str, str] | None = None,
+                 task_paths: list[Path] | None = None) -> None:
         super().__init__()
         from core.paths import runs_root as default_runs_root
 
@@ -80,6 +81,7 @@ class CockpitApp(App[None]):
         self.run_target: Path | None = Path(attach) if attach is not None else None
         self.launched: dict[Path, LaunchedRun] = {}
         self._keymap = keymap or {}
+        self.task_paths = task_paths  # None: the built-in task set
 
     def on_mount(self) -> None:
         if self._keymap:

@@ -6,6 +6,8 @@ breakdown of that reference answer; problems in the task files are listed above 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -29,6 +31,24 @@ def filter_tasks(tasks: list[Task], task_type: str | None, difficulty: str | Non
         if all(word in haystack for word in words):
             out.append(task)
     return out
+
+
+def load_task_set(paths: list[Path] | None) -> tuple[list[Task], list[str]]:
+    """Tasks of every valid file (a broken file hides only its own tasks) and all the problems found."""
+    from core.errors import UserError
+    from tasks import DATA_DIR, load_tasks, validate_task_files
+
+    entries = list(paths) if paths else [DATA_DIR]
+    files = []
+    for entry in map(Path, entries):
+        files += sorted(p for p in entry.iterdir() if p.suffix in (".yaml", ".yml")) if entry.is_dir() else [entry]
+    tasks: list[Task] = []
+    for path in files:
+        try:
+            tasks += load_tasks([path])
+        except UserError:
+            pass  # reported below, with every other problem
+    return tasks, validate_task_files(files)
 
 
 def task_markdown(task: Task) -> str:
@@ -89,15 +109,7 @@ class DatasetScreen(Screen):
 
     @work(thread=True, exclusive=True, group="dataset-load", exit_on_error=False)
     def _load(self) -> None:
-        from core.errors import UserError
-        from tasks import load_tasks, validate_task_files
-
-        problems = validate_task_files()
-        try:
-            tasks = load_tasks()
-        except UserError as exc:
-            tasks, problems = [], problems or [str(exc)]
-        self.app.call_from_thread(self._loaded, tasks, problems)
+        self.app.call_from_thread(self._loaded, *load_task_set(getattr(self.app, "task_paths", None)))
 
     def _loaded(self, tasks: list[Task], problems: list[str]) -> None:
         self.tasks = tasks

@@ -18,7 +18,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Log, ProgressBar, Static, TabbedContent, TabPane
 
 from devops_tui.messages import RunDataReady
-from devops_tui.runfeed import LOG_LINES_KEPT, RunFeed, RunState, follow_feed
+from devops_tui.runfeed import LOG_LINES_KEPT, Alert, RunFeed, RunState, follow_feed
 from devops_tui.widgets.chart import MetricChart, format_value
 
 try:  # the reward's own names when it is installed; the documented ones otherwise
@@ -247,6 +247,10 @@ class LiveScreen(Screen):
         if total:
             bar.update(total=total, progress=min(step or 0, total))
         alerts = state.alerts()
+        run = getattr(self.app, "launched", {}).get(self.feed.target) if self.feed else None
+        if run is not None and not run.alive() and run.process.returncode not in (0, 130):
+            last = (run.console_tail(1) or ["no output"])[0]
+            alerts.insert(0, Alert("error", f"training exited with code {run.process.returncode}: {last}"))
         box = self.query_one("#live-alerts", Static)
         box.display = bool(alerts)
         if alerts:

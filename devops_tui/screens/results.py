@@ -85,13 +85,17 @@ class ResultsScreen(Screen):
     def on_mount(self) -> None:
         self.query_one("#results-files", DataTable).add_columns("eval results")
         if self.run is not None:
-            self.show_run(self.run)
+            self._show_files()
         elif getattr(self.app, "run_target", None) is not None and Path(self.app.run_target).is_dir():
             self.show_run(Path(self.app.run_target))
 
     def show_run(self, run: Path) -> None:
+        """Show `run`'s results (queued, so it works on a screen that is still mounting)."""
         self.run = Path(run)
-        if not self.is_mounted:
+        self.call_later(self._show_files)
+
+    def _show_files(self) -> None:
+        if self.run is None:
             return
         self.files = find_results(self.run)
         files = self.query_one("#results-files", DataTable)
@@ -104,6 +108,7 @@ class ResultsScreen(Screen):
             self.query_one("#results-table", DataTable).clear(columns=True)
         else:
             title.update(f"{self.run.name}: {len(self.files)} eval results")
+            files.move_cursor(row=len(self.files) - 1)  # the newest; highlighting it shows it
             self.show_file(self.files[-1])
 
     def show_file(self, path: Path) -> None:

@@ -1,0 +1,307 @@
+"""Pilot tests of the cockpit's main flows, driving the real app against real run folders and processes.
+
+A small producer process writes a run folder the way the trainer does (and stops on a real SIGINT);
+the slow test launches a real `devops-rl train --mode ci-fast` from the Config screen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from devops_tui.app import CockpitApp
+
+PRODUCER = r'''
+import json, math, os, signal, sys, time
+from pathlib import Path
+run, steps, delay = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+run.mkdir(parents=True, exist_ok=True)
+meta = {"run_id": run.name, "backend": "torch", "mode": "ci-fast", "status": "running", "pid": os.getpid(),
+        "host": os.uname().nodename, "started_at": "2026-11-30T17:00:00+00:00", "total_steps": steps or None}
+def write_meta(**changes):
+    meta.update(changes)
+    tmp = run / "meta.json.tmp"
+    tmp.write_text(json.dumps(meta))
+    os.replace(tmp, run / "meta.json")
+def stop(signum, frame):
+    with open(run / "events.jsonl", "a") as events:
+        events.write(json.dumps({"event": "stopped"}) + "\n")
+    write_meta(status="stopped")
+    sys.exit(130)
+signal.signal(signal.SIGINT, stop)
+write_meta()
+step = 0
+with open(run / "metrics.jsonl", "a") as metrics, open(run / "train.log", "a") as log:
+    while steps == 0 or step < steps:
+        step += 1
+        reward = 0.2 + 0.5 * (1 - math.exp(-step / 20))
+        data = {"reward/final/mean": reward, "reward/security/mean": reward / 2, "actor/pg_loss": 0.1,
+                "timing_s/step": delay, "perf/cpu_memory_used_gb": 1.0}
+        metrics.write(json.dumps({"step": step, "data": data}) + "\n"); metrics.flush()
+        log.write(f"step {step} reward {reward:.3f}\n"); log.flush()
+        time.sleep(delay)
+write_meta(status="finished")
+'''
+
+
+@pytest.fixture
+def producer(tmp_path):
+    """Start a producer writing `runs/<name>`; every process is stopped at the end of the test."""
+    script = tmp_path / "producer.py"
+    script.write_text(PRODUCER)
+    started: list[subprocess.Popen] = []
+
+    def start(run: Path, steps: int = 0, delay: float = 0.05) -> subprocess.Popen:
+        process = subprocess.Popen([sys.executable, str(script), str(run), str(steps), str(delay)],
+                                   start_new_session=True)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
+async def wait_for(pilot, condition, timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def _meta(run: Path) -> dict:
+    try:
+        return json.loads((run / "meta.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+async def test_attach_follows_a_folder_another_process_writes(tmp_path, producer):
+    run = tmp_path / "runs" / "20261130-170000-ci-fast-0001"
+    process = producer(run, steps=0, delay=0.05)
+    app = CockpitApp(attach=run, runs_root=tmp_path / "runs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        live = app.screen
+        await wait_for(pilot, lambda: (live.state.step or 0) >= 5, what="steps to arrive")
+        first = live.state.step
+        await wait_for(pilot, lambda: live.state.step >= first + 5, what="more steps to arrive")
+        await wait_for(pilot, lambda: "step" in str(live.query_one("#live-title").render()), what="header")
+        chart = live.query_one("#chart-reward-0")
+        await wait_for(pilot, lambda: chart.draws > 0 and len(chart._series[0] or []) >= 5, what="chart")
+        assert "running" in str(live.query_one("#live-title").render())
+        await pilot.press("l")
+        log = live.query_one("#live-log")
+        await wait_for(pilot, lambda: log.line_count >= 5, what="log lines")
+        assert log.lines[-1].startswith("step ")
+    assert process.poll() is None  # leaving the cockpit leaves a headless run alone
+
+
+async def test_runs_screen_stops_a_headless_run_after_confirmation(tmp_path, producer):
+    root = tmp_path / "runs"
+    run = root / "20261130-170000-ci-fast-0002"
+    process = producer(run, steps=0, delay=0.05)
+    app = CockpitApp(runs_root=root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        await wait_for(pilot, lambda: _meta(run).get("status") == "running", what="the run to start")
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: [r.status for r in screen.rows] == ["running"], what="the running row")
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
+        await pilot.press("escape")  # cancel first: nothing happens
+        await pilot.pause(0.3)
+        assert process.poll() is None
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
+        await pilot.click("#choice-stop")
+        await wait_for(pilot, lambda: process.poll() is not None, what="the run to stop")
+        assert process.returncode == 130 and _meta(run)["status"] == "stopped"
+        await pilot.press("f5")
+        await wait_for(pilot, lambda: [r.status for r in screen.rows] == ["stopped"], what="stopped row")
+
+
+async def test_quitting_asks_before_stopping_a_run_started_here(tmp_path, producer):
+    from devops_tui.launcher import LaunchedRun
+
+    root = tmp_path / "runs"
+    kept, stopped = root / "20261130-170000-ci-fast-0003", root / "20261130-170000-ci-fast-0004"
+    for run, choice in ((kept, "leave"), (stopped, "stop")):
+        process = producer(run, steps=0, delay=0.05)
+        app = CockpitApp(runs_root=root)
+        async with app.run_test(size=(100, 30)) as pilot:
+            app.register_launch(LaunchedRun(path=run, process=process, console=tmp_path / "console.log"))
+            await wait_for(pilot, lambda: _meta(run).get("status") == "running", what="the run to start")
+            await pilot.press("q")
+            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
+            await pilot.click(f"#choice-{choice}")
+            await wait_for(pilot, lambda: app._exit_renderables is not None or not app.is_running, timeout=40,
+                           what="the app to exit")
+        if choice == "leave":
+            assert process.poll() is None
+            os.killpg(process.pid, signal.SIGINT)
+            process.wait(10)
+        else:
+            assert process.wait(10) == 130 and _meta(run)["status"] == "stopped"
+
+
+TASKS_YAML = """
+- id: {id}
+  type: {type}
+  difficulty: {difficulty}
+  desc: {desc}
+  expected_outputs: [alpha output, beta output, gamma output]
+  reference_answer: |
+    Use **{keyword}** with a rollback plan, monitoring and alerts.
+"""
+
+
+def write_task_files(folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    specs = [
+        ("k8s-001", "kubernetes", "easy", "Add readiness probes to a Deployment", "readinessProbe"),
+        ("k8s-002", "kubernetes", "hard", "Roll out a canary with Argo Rollouts", "canary"),
+        ("sec-001", "security", "medium", "Rotate a leaked database password", "rotation"),
+        ("ci-001", "ci_cd", "easy", "Cache pip downloads in GitHub Actions", "actions/cache"),
+    ]
+    files = []
+    for task_type in ("kubernetes", "security", "ci_cd"):
+        path = folder / f"{task_type}.yaml"
+        path.write_text("".join(TASKS_YAML.format(id=i, type=t, difficulty=d, desc=desc, keyword=k)
+                                for i, t, d, desc, k in specs if t == task_type))
+        files.append(path)
+    return files
+
+
+async def test_dataset_filters_by_type_difficulty_and_text(tmp_path):
+    folder = tmp_path / "tasks"
+    write_task_files(folder)
+    (folder / "broken.yaml").write_text("- id: bad\n  type: nonsense\n")
+    app = CockpitApp(runs_root=tmp_path / "runs", task_paths=[folder])
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("2")
+        screen = app.screen
+        await wait_for(pilot, lambda: len(screen.tasks) == 4, what="tasks to load")
+        problems = str(screen.query_one("#dataset-problems").render())
+        assert "broken.yaml" in problems  # a broken file is reported, the good ones still load
+        screen.query_one("#filter-type").value = "kubernetes"
+        await wait_for(pilot, lambda: [t.id for t in screen.shown] == ["k8s-001", "k8s-002"], what="type filter")
+        screen.query_one("#filter-difficulty").value = "hard"
+        await wait_for(pilot, lambda: [t.id for t in screen.shown] == ["k8s-002"], what="difficulty filter")
+        await pilot.press("escape")
+        await pilot.press("slash")
+        await pilot.press(*"rotate")
+        await wait_for(pilot, lambda: [t.id for t in screen.shown] == ["sec-001"], what="text filter")
+        table = screen.query_one("#dataset-table")
+        assert table.row_count == 1
+        assert "4 tasks" in str(screen.query_one("#dataset-count").render())
+
+
+async def test_help_lists_every_key_with_its_id(tmp_path):
+    app = CockpitApp(runs_root=tmp_path / "runs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "HelpScreen", what="help")
+        table = app.screen.query_one("#help-table")
+        ids = {table.get_row_at(i)[3] for i in range(table.row_count)}
+        assert {"app.quit", "app.help", "runs.stop", "live.stop", "config.launch", "dataset.search"} <= ids
+        await pilot.press("escape")
+        assert app.screen.__class__.__name__ == "RunsScreen"
+
+
+async def test_results_shows_a_summary_and_compares_two_files(tmp_path):
+    run = tmp_path / "runs" / "20261130-170000-ci-fast-0005"
+    (run / "eval").mkdir(parents=True)
+    (run / "meta.json").write_text(json.dumps({"run_id": run.name, "status": "finished"}))
+    for stamp, reward in (("20261130-170100", 0.40), ("20261130-171000", 0.55)):
+        (run / "eval" / f"eval_results_{stamp}.json").write_text(json.dumps({
+            "summary": {"mean_reward": reward, "by_type": {"kubernetes": reward + 0.1}},
+            "results": [{"task_id": "k8s-001", "reward": reward}]}))
+    app = CockpitApp(runs_root=tmp_path / "runs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: len(app.screen.rows) == 1, what="the run row")
+        await pilot.press("e")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ResultsScreen"
+                       and len(app.screen.files) == 2, what="results files")
+        screen = app.screen
+        table = screen.query_one("#results-table")
+        assert table.get_row_at(0) == ["mean_reward", "0.550"]
+        files = screen.query_one("#results-files")
+        files.focus()
+        await pilot.press("up")
+        await pilot.press("c")
+        await pilot.press("down")
+        await wait_for(pilot, lambda: len(table.columns) == 4, what="the compare table")
+        assert table.get_row_at(0) == ["mean_reward", "0.400", "0.550", "+0.150"]
+        assert table.get_row_at(1)[0] == "by_type/kubernetes"
+
+
+async def test_config_edit_shows_the_validation_message(tmp_path):
+    pytest.importorskip("core.training.config")
+    app = CockpitApp(runs_root=tmp_path / "runs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("3")
+        screen = app.screen
+        await wait_for(pilot, lambda: bool(screen.keys), what="config keys")
+        message = screen.query_one("#config-message")
+        assert "valid" in str(message.render())
+        screen.set_value("data.train_batch_size", "lots")
+        await pilot.pause(0.1)
+        assert "train_batch_size" in str(message.render()) and message.has_class("-error")
+        assert screen.values["data.train_batch_size"] == screen.preset_values["data.train_batch_size"]
+        batch = screen.values["data.train_batch_size"]
+        screen.set_value("actor_rollout_ref.actor.ppo_mini_batch_size", str(batch * 4))
+        await pilot.pause(0.1)
+        assert "ppo_mini_batch_size" in str(message.render()) and message.has_class("-error")
+        screen.set_value("actor_rollout_ref.actor.ppo_mini_batch_size", str(batch))
+        screen.set_value("actor_rollout_ref.actor.optim.lr", "2e-6")
+        await pilot.pause(0.1)
+        assert not message.has_class("-error")
+        assert "optim.lr" in str(screen.query_one("#config-diff").render())
+
+
+def _train_is_built() -> bool:
+    result = subprocess.run([sys.executable, "-m", "core.cli.main", "train", "--help"], capture_output=True,
+                            text=True, timeout=60)
+    return result.returncode == 0 and "not built yet" not in result.stdout
+
+
+@pytest.mark.slow
+async def test_launch_a_ci_fast_run_and_watch_steps_arrive(tmp_path):
+    pytest.importorskip("core.training.config")
+    if not _train_is_built():
+        pytest.skip("'devops-rl train' is not built yet")
+    app = CockpitApp(runs_root=tmp_path / "runs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("3")
+        screen = app.screen
+        await wait_for(pilot, lambda: bool(screen.keys), what="config keys")
+        assert screen.preset == "ci-fast"
+        await pilot.press("ctrl+l")
+        await wait_for(pilot, lambda: len(app.launched) == 1, what="the launch")
+        (launched,) = app.launched.values()
+        live = app.screen
+        assert live.__class__.__name__ == "LiveScreen"
+
+        def steps() -> int:
+            if not launched.alive() and live.state.rows_seen < 2:
+                raise AssertionError("training exited early:\n" + "\n".join(launched.console_tail(20)))
+            return live.state.rows_seen
+
+        await wait_for(pilot, lambda: steps() >= 2, timeout=300, what="two training steps")
+        assert live.state.reward_key() is not None
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
+        await pilot.click("#choice-stop")
+        await wait_for(pilot, lambda: not launched.alive(), timeout=120, what="the run to stop")
+        await wait_for(pilot, lambda: live.state.meta.get("status") in ("stopped", "finished"), timeout=10,
+                       what="the final status")
