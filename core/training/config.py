@@ -416,7 +416,7 @@ def _merge(base: dict, update: dict, layer: _Layer, origins: dict[str, _Layer], 
                 base.setdefault(VERL_OVERRIDES, {})[str(sub_key)] = sub_value
                 origins[f"{VERL_OVERRIDES}.{sub_key}"] = layer
             continue
-        if isinstance(value, dict) and isinstance(base.get(key), dict) and not _is_free_form(path):
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
             _merge(base[key], value, layer, origins, path + ".")
         else:
             base[key] = value
@@ -429,11 +429,7 @@ def _set_dotted(data: dict, dotted: str, value: Any) -> None:
         return
     parts = dotted.split(".")
     node = data
-    for i, part in enumerate(parts[:-1]):
-        if _is_free_form(".".join(parts[: i + 1])):
-            node = node.setdefault(part, {})
-            node[".".join(parts[i + 1:])] = value  # free-form dicts take the rest of the key as written
-            return
+    for part in parts[:-1]:
         child = node.get(part)
         if not isinstance(child, dict):
             child = node[part] = {}

@@ -26,11 +26,14 @@ class ModelShape:
     kv_heads: int
     head_dim: int
     tied: bool
+    qkv_bias: bool  # Qwen2 has biases on q, k and v
     source: str  # where the figures came from: a config.json path, the tiny recipe, or the table of known models
 
     @property
     def params(self) -> int:
         attention = self.hidden * self.heads * self.head_dim * 2 + self.hidden * self.kv_heads * self.head_dim * 2
+        if self.qkv_bias:
+            attention += (self.heads + 2 * self.kv_heads) * self.head_dim
         mlp = 3 * self.hidden * self.intermediate  # gated MLP: gate, up, down
         embeddings = self.vocab * self.hidden * (1 if self.tied else 2)
         return self.layers * (attention + mlp + 2 * self.hidden) + embeddings + self.hidden
@@ -79,6 +82,7 @@ def model_shape(model_path: str, *, build_builtin: bool = True) -> ModelShape | 
             kv_heads=int(info.get("num_key_value_heads") or heads),
             head_dim=int(info.get("head_dim") or hidden // heads),
             tied=bool(info.get("tie_word_embeddings", False)),
+            qkv_bias=bool(info.get("attention_bias", info.get("model_type") == "qwen2" or model_path.startswith("Qwen/Qwen2"))),
             source="table of well-known models" if model_path in KNOWN_MODELS and "model_type" not in info else "config.json",
         )
     except (KeyError, TypeError, ValueError):
