@@ -1,0 +1,77 @@
+"""The task splits as verl's RL parquet files (`data/train.parquet`, `data/val.parquet` in the run folder).
+
+One row per task: `data_source`, `prompt` (chat messages with the agent's system prompt), `ability`,
+`reward_model` {`style`, `ground_truth`} and `extra_info` {task id, type, difficulty, index, split}.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from core.errors import UserError
+
+log = logging.getLogger(__name__)
+
+DATA_SOURCE_PREFIX = "devops/"  # verl groups validation metrics by data_source: one group per task type
+
+
+def task_row(task, index: int, split: str, system_prompt: str, reward_weights: dict[str, float] | None = None) -> dict:
+    """One verl RL row for a task; `ground_truth` is JSON holding what the reward needs to grade an answer."""
+    from tasks import to_record
+
+    record = to_record(task, system_prompt)
+    ground_truth = {"task": record["task"], "reward_weights": dict(reward_weights or {})}
+    return {
+        "data_source": DATA_SOURCE_PREFIX + task.type,
+        "prompt": [{"role": m["role"], "content": m["content"]} for m in record["prompt"]],
+        "ability": task.type,
+        "reward_model": {"style": "rule", "ground_truth": json.dumps(ground_truth, ensure_ascii=False, sort_keys=True)},
+        "extra_info": {
+            "task_id": task.id,
+            "type": task.type,
+            "difficulty": task.difficulty,
+            "index": index,
+            "split": split,
+        },
+    }
+
+
+def split_rows(cfg, tasks=None) -> dict[str, list[dict]]:
+    """{"train": rows, "val": rows} for the config's split (seed, val_fraction) and per-type reward weights."""
+    from core.agent.prompt import system_prompt
+    from tasks import load_tasks, split_tasks
+
+    all_tasks = load_tasks() if tasks is None else list(tasks)
+    train, val = split_tasks(all_tasks, cfg.devops.val_fraction, cfg.devops.seed)
+    if not train:
+        raise UserError("tasks: no training tasks; add task files under tasks/data (see docs/tasks.md)")
+    if not val:
+        raise UserError(f"devops.val_fraction: {cfg.devops.val_fraction}: leaves no validation tasks, and verl "
+                        "needs at least one; set devops.val_fraction=0.2 (or add tasks)")
+    prompt = system_prompt()
+    weights = cfg.devops.reward_weights
+    return {
+        split: [task_row(t, i, split, prompt, weights.get(t.type)) for i, t in enumerate(chosen)]
+        for split, chosen in (("train", train), ("val", val))
+    }
+
+
+def export_parquet(cfg, out_dir: Path, tasks=None) -> dict[str, Path]:
+    """Write `train.parquet` and `val.parquet` into `out_dir` (atomically); returns {"train": path, "val": path}."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    for split, rows in split_rows(cfg, tasks).items():
+        path = out_dir / f"{split}.parquet"
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        pq.write_table(pa.Table.from_pylist(rows), tmp)
+        os.replace(tmp, path)
+        written[split] = path
+        log.info("wrote %d %s rows to %s", len(rows), split, path)
+    return written
