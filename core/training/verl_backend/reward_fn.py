@@ -14,7 +14,7 @@ from typing import Any
 FINAL_KEY = "score"
 
 
-def _grading_inputs(ground_truth: Any, extra_info: Mapping | None) -> tuple[dict, dict[str, float]]:
+def grading_inputs(ground_truth: Any, extra_info: Mapping | None) -> tuple[dict, dict[str, float]]:
     """(task mapping, per-dimension weights) from the row's ground_truth (JSON written by data.py)."""
     data = ground_truth
     if isinstance(data, (bytes, str)):
@@ -57,5 +57,5 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     """verl's reward signature; `score` is the final reward in [0, 1], the other keys its breakdown."""
     from core.training.native import score_one
 
-    task, weights = _grading_inputs(ground_truth, extra_info)
+    task, weights = grading_inputs(ground_truth, extra_info)
     return flatten_breakdown(score_one((solution_str or "", task, weights)))

@@ -1,0 +1,125 @@
+"""Can verl run here? One-line answers for `--backend auto` and clear failures before anything starts.
+
+Checks use package metadata and NVML only (no verl, ray or torch import), so they cost milliseconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+from importlib import metadata
+from pathlib import Path
+
+from core.errors import UserError
+
+GPU_INSTALL = "pip install 'devops-rl[gpu]' on the GPU machine (verl + vLLM, see docs/gpu.md)"
+# What verl 0.9.1's default (v1) trainer imports beyond verl's own required dependencies.
+TRAINER_MODULES = {"transfer_queue": "TransferQueue", "cachetools": "cachetools", "fastapi": "fastapi",
+                   "uvicorn": "uvicorn"}
+ROLLOUT_PACKAGES = {"vllm": "vllm", "sglang": "sglang"}
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def cuda_gpu_count() -> int:
+    """CUDA GPUs this machine can use: NVML's count, limited by CUDA_VISIBLE_DEVICES when it is set."""
+    from core.training.sysmon import gpu_count
+
+    count = gpu_count()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = min(count, len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"]))
+    return count
+
+
+def verl_available() -> tuple[bool, str]:
+    """(True, what was found) when verl can train here (verl, a CUDA GPU and vLLM), else (False, why)."""
+    if not _installed("verl"):
+        return False, f"verl is not installed; {GPU_INSTALL}"
+    gpus = cuda_gpu_count()
+    if gpus == 0:
+        return False, "no CUDA GPU visible (NVML finds none); verl needs at least one"
+    if not _installed("vllm"):
+        return False, f"vLLM is not installed (verl's rollout engine); {GPU_INSTALL}"
+    return True, f"{gpus} CUDA GPU{'s' if gpus != 1 else ''}, verl {_version('verl')}, vLLM {_version('vllm')}"
+
+
+def check_ray_address(address: str, timeout: float = 3.0) -> None:
+    """UserError unless a Ray head answers at `address` (`auto`, `host:port` or `ray://host:port`)."""
+    if address == "auto":
+        return
+    text = address.removeprefix("ray://")
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise UserError(f"--ray-address {address}: expected HOST:PORT (e.g. 10.0.0.1:6379), ray://HOST:10001 or auto")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UserError(f"--ray-address {address}: no Ray cluster answers there ({reason}); start one with "
+                        f"'ray start --head --port={port}' on the head node, or check the address") from None
+
+
+def check_model_path(model_path: str) -> None:
+    """UserError when the model cannot be found: a missing folder, or an id not cached while offline."""
+    text = model_path.strip()
+    if text.startswith("builtin:"):
+        from core.training.tiny_model import BUILTIN_TINY
+
+        if text != BUILTIN_TINY:
+            raise UserError(f"actor_rollout_ref.model.path: unknown built-in model '{text}'; use '{BUILTIN_TINY}'")
+        return
+    local = Path(text).expanduser()
+    looks_local = text.startswith((".", "/", "~")) or text.count("/") != 1
+    if local.exists():
+        if not (local / "config.json").is_file():
+            raise UserError(f"actor_rollout_ref.model.path: {local} has no config.json; pass a save_pretrained folder")
+        return
+    if looks_local:
+        raise UserError(f"actor_rollout_ref.model.path: no such folder '{text}'; pass a model folder or a "
+                        "Hugging Face id such as Qwen/Qwen2.5-7B-Instruct")
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        from core.training.tiny_model import resolve_model_path
+
+        resolve_model_path(text)  # raises "not in the local Hugging Face cache; download it first"
+
+
+def check_launch(cfg, *, ray_address: str | None = None) -> None:
+    """Everything verl needs before a run starts, each failure one line saying what to install or change."""
+    if not _installed("verl"):
+        raise UserError(f"--backend verl: verl is not installed; {GPU_INSTALL}, or use --backend torch")
+    missing = [dist for module, dist in TRAINER_MODULES.items() if not _installed(module)]
+    if missing:
+        raise UserError(f"--backend verl: verl's trainer needs {', '.join(missing)}; "
+                        f"pip install 'devops-rl[verl]' (or {GPU_INSTALL})")
+    rollout = cfg.actor_rollout_ref.rollout.name
+    package = ROLLOUT_PACKAGES.get(rollout)
+    if package and not _installed(package):
+        hint = GPU_INSTALL if package == "vllm" else "pip install sglang, or set actor_rollout_ref.rollout.name=vllm"
+        raise UserError(f"actor_rollout_ref.rollout.name: {rollout}: {package} is not installed; {hint}")
+    if ray_address:
+        check_ray_address(ray_address)  # the GPUs may all be on other nodes: the cluster checks them
+    else:
+        gpus = cuda_gpu_count()
+        if gpus == 0:
+            raise UserError("--backend verl: no CUDA GPU visible (NVML finds none); run on a GPU machine, join a "
+                            "cluster with --ray-address, or use --backend torch")
+        wanted = cfg.trainer.n_gpus_per_node
+        if cfg.trainer.nnodes > 1:
+            raise UserError(f"trainer.nnodes: {cfg.trainer.nnodes}: a multi-node run needs a Ray cluster; start one "
+                            "('ray start --head' / 'ray start --address=HEAD:6379') and pass --ray-address HEAD:6379")
+        if wanted > gpus:
+            raise UserError(f"trainer.n_gpus_per_node: {wanted}: only {gpus} GPU{'s' if gpus != 1 else ''} visible "
+                            f"here; set trainer.n_gpus_per_node={gpus}")
+    check_model_path(cfg.actor_rollout_ref.model.path)

@@ -1,0 +1,349 @@
+"""Run verl into a run folder: the caller's process prepares and watches, a child process runs verl's trainer.
+
+The child (`python -m core.training.verl_backend.launch RUN_DIR`) calls verl's own `run_ppo` with the
+composed config, its output (Ray's and verl's logs) going to the run's train.log. The parent copies
+verl's file-logger lines into metrics.jsonl with NVML figures, turns checkpoints and validations into
+events, and maps Ctrl-C, exit codes and --resume onto the run folder's status like the native backend.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from core.errors import UserError
+
+log = logging.getLogger(__name__)
+
+VERL_DIR = "verl"  # inside the run folder: composed config, verl's own metrics file, rollouts, exit note
+CONFIG_NAME, VERL_METRICS_NAME, EXIT_NAME = "config.yaml", "metrics.jsonl", "exit.json"
+LATEST_CHECKPOINT = "latest_checkpointed_iteration.txt"
+EXIT_RAY = 3  # the child's exit code when Ray could not start
+STOP_GRACE_S, TERM_GRACE_S = 60.0, 15.0
+ROLLOUT_SETTLE_S = 2.0  # a rollout dump untouched this long is complete
+
+
+def latest_checkpoint_step(checkpoints: Path) -> int | None:
+    """The step verl last checkpointed (its `latest_checkpointed_iteration.txt`), or None."""
+    try:
+        return int((Path(checkpoints) / LATEST_CHECKPOINT).read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+
+
+def child_env(verl_dir: Path) -> dict[str, str]:
+    """The child's environment: our extension loaded by verl, verl's file logger in the run folder."""
+    from core.training.verl_backend.compose import EXTENSION_MODULE
+
+    env = dict(os.environ)
+    modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    if EXTENSION_MODULE not in modules:
+        modules.append(EXTENSION_MODULE)
+    env.update({
+        "VERL_USE_EXTERNAL_MODULES": ",".join(modules),
+        "VERL_FILE_LOGGER_PATH": str(verl_dir / VERL_METRICS_NAME),
+        "PYTHONUNBUFFERED": "1",
+        "RAY_DEDUP_LOGS": "0",  # every worker's lines in train.log, not "repeated 7x"
+    })
+    return env
+
+
+class MetricsPump:
+    """Copies verl's file-logger records into the run folder, adding the driver's NVML/host figures and
+    turning validations, checkpoints and rollout dumps into events and samples. One `poll()` per tick."""
+
+    def __init__(self, run_dir, verl_dir: Path, *, sample: Callable[[], dict] | None = None,
+                 progress: Callable[[dict], None] | None = None, samples_per_step: int = 4) -> None:
+        from core.training.rundir import JsonlTail
+
+        self.run_dir = run_dir
+        self.tail = JsonlTail(Path(verl_dir) / VERL_METRICS_NAME)
+        self.rollouts = Path(verl_dir) / "rollouts"
+        self.sample = sample
+        self.progress = progress
+        self.samples_per_step = samples_per_step
+        self.last_step: int | None = None
+        self._checkpoint = latest_checkpoint_step(run_dir.checkpoints_dir)
+        self._rollouts_seen: set[str] = set()
+        self._started = time.monotonic()
+        self._first_step: int | None = None
+
+    def poll(self) -> int:
+        """Handle everything new; returns how many metric records were copied."""
+        copied = 0
+        for record in self.tail.poll_records():
+            step, data = record.get("step"), record.get("data")
+            if not isinstance(step, int) or not isinstance(data, dict):
+                continue
+            if self.sample is not None:
+                for key, value in self.sample().items():
+                    data.setdefault(key, value)
+            self.run_dir.log_metrics(step, data)
+            copied += 1
+            self.last_step = step
+            val = {k: v for k, v in data.items() if k.startswith("val-")}
+            if val:
+                score = next((v for k, v in sorted(val.items()) if k.startswith("val-core/") and "/reward/mean" in k), None)
+                self.run_dir.event("validation", step=step, score=score, metrics=len(val))
+            if self.progress is not None:
+                self.progress(self._progress(step, data))
+        self._poll_checkpoint()
+        self._poll_rollouts()
+        return copied
+
+    def _progress(self, step: int, data: dict) -> dict:
+        """The same progress record the native backend reports."""
+        if self._first_step is None:
+            self._first_step = step - 1
+        total = self.run_dir.meta().get("total_steps")
+        elapsed = time.monotonic() - self._started
+        rate = elapsed / max(step - self._first_step, 1)
+        return {"step": step, "total_steps": total, "epoch": data.get("training/epoch"), "metrics": data,
+                "elapsed_s": elapsed, "eta_s": rate * (total - step) if isinstance(total, int) else None}
+
+    def _poll_checkpoint(self) -> None:
+        step = latest_checkpoint_step(self.run_dir.checkpoints_dir)
+        if step is not None and step != self._checkpoint:
+            self._checkpoint = step
+            self.run_dir.event("checkpoint", step=step, path=str(self.run_dir.checkpoints_dir / f"global_step_{step}"))
+
+    def _poll_rollouts(self) -> None:
+        """verl's `trainer.rollout_data_dir` dumps `<step>.jsonl` (input, output, score, gts) per step; a few
+        per step become samples, re-scored here for their breakdown (the reward is cheap and deterministic)."""
+        if self.samples_per_step <= 0 or not self.rollouts.is_dir():
+            return
+        from core.training.rundir import read_jsonl
+
+        now = time.time()
+        for path in sorted(self.rollouts.glob("*.jsonl")):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            key = (path.name, stat.st_mtime_ns)
+            if key in self._rollouts_seen or not path.stem.isdigit() or now - stat.st_mtime < ROLLOUT_SETTLE_S:
+                continue  # seen, not a step dump, or verl's writer thread may still be on it
+            self._rollouts_seen.add(key)
+            rows = read_jsonl(path)[: self.samples_per_step]
+            if rows:
+                self.run_dir.log_samples(int(path.stem), [rollout_sample(row) for row in rows])
+
+    def skip_existing_rollouts(self) -> None:
+        """Mark the dumps already on disk (an earlier attempt's) as seen; rewritten ones count as new."""
+        if self.rollouts.is_dir():
+            self._rollouts_seen.update((p.name, p.stat().st_mtime_ns) for p in self.rollouts.glob("*.jsonl"))
+
+
+def rollout_sample(row: dict) -> dict:
+    """A samples.jsonl entry from one verl rollout-dump row (its `gts` is our ground_truth JSON)."""
+    from core.training.native import score_one
+    from core.training.verl_backend.reward_fn import grading_inputs
+
+    sample = {"task_id": None, "prompt": row.get("input"), "response": row.get("output"), "reward": row.get("score"),
+              "breakdown": None}
+    try:
+        task, weights = grading_inputs(row.get("gts"), None)
+    except Exception:  # not our row format: keep what verl gave
+        return sample
+    sample["task_id"] = task.get("id")
+    sample["breakdown"] = score_one((row.get("output") or "", task, weights))
+    return sample
+
+
+def _last_error_line(log_path: Path) -> str:
+    """The most telling line near the end of train.log (an Error/Exception line), for the status message."""
+    try:
+        with open(log_path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 64_000))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return "see train.log"
+    for line in reversed(lines):
+        text = line.strip()
+        if any(word in text for word in ("Error", "Exception", "error:")) and not text.startswith("File "):
+            return text[-300:]
+    return next((ln.strip()[-300:] for ln in reversed(lines) if ln.strip()), "see train.log")
+
+
+def _stop_child(child: subprocess.Popen) -> None:
+    """SIGINT to the child's process group (verl/Ray shut down), then SIGTERM, then SIGKILL."""
+    for sig, grace in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            child.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            log.warning("verl child %d still running after %s; escalating", child.pid, signal.Signals(sig).name)
+
+
+def _interrupt_on_sigterm(received: list[str]) -> Callable[[], None]:
+    """Make SIGTERM (the cockpit's stop) behave like Ctrl-C while we watch verl; returns the undo."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum, frame):
+        received.append(signal.Signals(signum).name)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    return lambda: signal.signal(signal.SIGTERM, previous)
+
+
+def prepare(cfg, *, run_dir, resume: bool, ray_address: str | None) -> Path:
+    """Checks, resume bookkeeping, parquet export and the composed config; returns the run's verl folder."""
+    from core.training.config import total_steps
+    from core.training.verl_backend import compose, data
+    from core.training.verl_backend.detect import check_launch
+
+    check_launch(cfg, ray_address=ray_address)
+    verl_dir = run_dir.path / VERL_DIR
+    verl_dir.mkdir(parents=True, exist_ok=True)
+    previous = verl_dir / VERL_METRICS_NAME
+    if previous.exists():  # verl's file logger restarts its file; keep the last attempt's beside it
+        previous.rename(verl_dir / f"metrics.attempt-{int(time.time())}.jsonl")
+    if resume:
+        step = latest_checkpoint_step(run_dir.checkpoints_dir)
+        if step is None:
+            run_dir.event("warning", message="--resume: no verl checkpoint in this run yet; starting from step 0")
+            run_dir.truncate_metrics_after(0)
+        else:
+            run_dir.truncate_metrics_after(step)
+            run_dir.event("resumed", step=step, checkpoint=str(run_dir.checkpoints_dir / f"global_step_{step}"))
+    data.export_parquet(cfg, run_dir.path / "data")
+    composed = compose.compose_verl_config(cfg, run_path=run_dir.path, resume=resume, ray_address=ray_address)
+    compose.save(composed, verl_dir / CONFIG_NAME)
+    (verl_dir / EXIT_NAME).unlink(missing_ok=True)
+    steps = total_steps(cfg)
+    if steps is not None:
+        run_dir.update_meta(total_steps=steps)
+    return verl_dir
+
+
+def run_verl_training(cfg, *, mode: str, run_dir, resume: bool = False, ray_address: str | None = None,
+                      progress: Callable[[dict], None] | None = None, poll_interval: float = 1.0):
+    """Train with verl into `run_dir` (status, events, metrics, checkpoints); returns the run directory.
+
+    Blocks until verl ends; Ctrl-C stops verl (and its Ray workers) and leaves status `stopped`. Raises
+    UserError, with status `failed` already written, when verl cannot start or fails.
+    """
+    from core.training import sysmon
+
+    try:
+        verl_dir = prepare(cfg, run_dir=run_dir, resume=resume, ray_address=ray_address)
+    except Exception as exc:
+        message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+        run_dir.set_status("failed", message)
+        run_dir.event("failed", message=message)
+        raise
+    pump = MetricsPump(run_dir, verl_dir, sample=sysmon.sample, progress=progress,
+                       samples_per_step=cfg.devops.samples_per_step)
+    pump.skip_existing_rollouts()
+    log.info("verl: starting the trainer (logs in %s)", run_dir.log_path)
+    with open(run_dir.log_path, "ab") as log_file:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "core.training.verl_backend.launch", str(run_dir.path)],
+            stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+            env=child_env(verl_dir), start_new_session=True,  # Ctrl-C reaches us; we stop verl in order
+        )
+    run_dir.update_meta(pid=os.getpid(), child_pid=child.pid)
+    stopped_by = None
+    received: list[str] = []
+    restore = _interrupt_on_sigterm(received)
+    try:
+        while child.poll() is None:
+            pump.poll()
+            time.sleep(poll_interval)
+    except KeyboardInterrupt:
+        stopped_by = received[-1] if received else "SIGINT"
+        log.info("verl: stopping (%s); waiting for Ray to shut down", stopped_by)
+        _stop_child(child)
+    finally:
+        restore()
+        if child.poll() is None:
+            _stop_child(child)
+    pump.poll()  # what verl wrote last
+    return _finish(run_dir, verl_dir, child.returncode, stopped_by, pump.last_step)
+
+
+def _finish(run_dir, verl_dir: Path, code: int, stopped_by: str | None, step: int | None):
+    note = {}
+    try:
+        note = json.loads((verl_dir / EXIT_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        pass
+    if code == 0:
+        run_dir.set_status("finished", f"{step or 0} steps")
+        run_dir.event("finished", step=step)
+        return run_dir
+    if stopped_by or code in (130, -signal.SIGINT):
+        run_dir.set_status("stopped", f"stopped by {stopped_by or 'SIGINT'} at step {step or 0}; resume with --resume")
+        run_dir.event("stopped", step=step, signal=stopped_by or "SIGINT")
+        return run_dir
+    message = note.get("message") or _last_error_line(run_dir.log_path)
+    if code == EXIT_RAY:
+        message = f"Ray could not start: {message}; check 'ray status', free ports and /tmp space, or --ray-address"
+    run_dir.set_status("failed", message)
+    run_dir.event("failed", step=step, message=message, exit_code=code)
+    raise UserError(f"verl training failed: {message} (full log: {run_dir.log_path})")
+
+
+# ---- the child process ------------------------------------------------------------------------------
+
+
+def _write_exit(verl_dir: Path, status: str, message: str | None = None) -> None:
+    (verl_dir / EXIT_NAME).write_text(json.dumps({"status": status, "message": message}), encoding="utf-8")
+
+
+def child_main(run_path: str) -> int:
+    """Run verl's trainer on the run's composed config, as `verl.trainer.main_ppo.main` would."""
+    from core.log import setup_logging
+
+    run = Path(run_path)
+    verl_dir = run / VERL_DIR
+    setup_logging(console=False, log_file=run / "train.log")
+    import ray
+    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+    from verl.utils.device import auto_set_device
+
+    from core.training.verl_backend import compose
+
+    config = compose.load(verl_dir / CONFIG_NAME)
+    auto_set_device(config)
+    compose.validate_with_verl(config)
+    if config.trainer.use_v1:
+        runner = TaskRunnerV1
+    else:
+        from verl.trainer.main_ppo_v0 import TaskRunner as runner
+    try:
+        run_ppo(config, task_runner_class=runner)
+    except KeyboardInterrupt:
+        _write_exit(verl_dir, "stopped")
+        return 130
+    except Exception as exc:
+        started = ray.is_initialized()
+        message = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        log.error("verl failed: %s", message, exc_info=True)
+        _write_exit(verl_dir, "failed", message[:500])
+        return 1 if started else EXIT_RAY
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+    _write_exit(verl_dir, "finished")
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM from the parent: shut Ray down too
+    sys.exit(child_main(sys.argv[1]))
