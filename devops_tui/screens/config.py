@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -70,7 +71,7 @@ def format_config_value(value: Any) -> str:
 
 
 def field_description(model_cls: Any, dotted: str) -> str:
-    """The pydantic `description` of a dotted key, walking nested models; "" when it has none."""
+    """What the model says about a dotted key: its description, else its type and bounds."""
     current = model_cls
     info = None
     for part in dotted.split("."):
@@ -79,30 +80,35 @@ def field_description(model_cls: Any, dotted: str) -> str:
             return ""
         info = fields[part]
         current = info.annotation
-    return (info.description or "") if info is not None else ""
+    if info is None:
+        return ""
+    if info.description:
+        return info.description
+    kind = getattr(info.annotation, "__name__", None) or str(info.annotation).replace("typing.", "")
+    bounds = []
+    for item in info.metadata:
+        for attr, sign in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
+            if getattr(item, attr, None) is not None:
+                bounds.append(f"{sign} {getattr(item, attr)}")
+    return f"type {kind}" + (f", {', '.join(bounds)}" if bounds else "")
 
 
 def doctor_text(cfg: Any) -> str:
-    """The doctor's memory estimate in a few lines, or why it is unavailable."""
+    """The doctor's memory estimate and advice for `cfg`, or why it could not run."""
     try:
-        from core.training import doctor
-    except ImportError:
-        return "doctor: not installed yet"
-    for name in ("estimate_memory", "estimate", "diagnose", "run_doctor"):
-        fn = getattr(doctor, name, None)
-        if callable(fn):
-            try:
-                report = fn(cfg)
-            except Exception as exc:  # the doctor must not break the screen; say what happened
-                return f"doctor: {type(exc).__name__}: {exc}"
-            text = report.to_text() if hasattr(report, "to_text") else str(report)
-            return text
-    return "doctor: no estimate function found"
+        from core.training.doctor import report
+    except ImportError as exc:
+        return f"doctor: not available ({exc})"
+    try:
+        return report(cfg)
+    except Exception as exc:  # the doctor must not break the screen; say what happened instead
+        return f"doctor: {type(exc).__name__}: {exc}"
 
 
 class ConfigScreen(Screen):
     """Shape a training config and launch it."""
 
+    AUTO_FOCUS = "#config-table"
     BINDINGS = [
         Binding("ctrl+s", "save", "Save YAML", id="config.save"),
         Binding("ctrl+l", "launch", "Launch run", id="config.launch"),
@@ -118,6 +124,7 @@ class ConfigScreen(Screen):
         self.preset_values: dict[str, Any] = {}
         self.values: dict[str, Any] = {}
         self.keys: list[str] = []
+        self.row_keys: list[str | None] = []  # per table row: its key, or None for a section heading
         self.problems: list[str] = []
         self.error: str | None = None
 
@@ -145,7 +152,10 @@ class ConfigScreen(Screen):
     def on_mount(self) -> None:
         if not self.query("#config-table"):
             return
-        self.query_one("#config-table", DataTable).add_columns("key", "value", "preset")
+        table = self.query_one("#config-table", DataTable)
+        table.add_column("key", width=36)
+        table.add_column("value", width=22)
+        table.add_column("preset", width=12)
         self.rebuild()
 
     # -- model ----------------------------------------------------------------------------------
@@ -177,14 +187,24 @@ class ConfigScreen(Screen):
         row = table.cursor_row
         table.clear()
         self.keys = list(self.values)
+        self.row_keys = []
+        section = None
         for key in self.keys:
+            parent, _, leaf = key.rpartition(".")
+            if parent != section:
+                section = parent
+                table.add_row(Text(parent or "(top level)", style="bold"), "", "")
+                self.row_keys.append(None)
             value, preset_value = self.values[key], self.preset_values.get(key)
             changed = value != preset_value
-            table.add_row(("* " if changed else "  ") + key, format_config_value(value),
+            table.add_row(("* " if changed else "  ") + leaf, format_config_value(value),
                           format_config_value(preset_value) if changed else "", key=key)
-        if self.keys:
-            table.move_cursor(row=min(row or 0, len(self.keys) - 1))
-            self._show_key(self.keys[table.cursor_row])
+            self.row_keys.append(key)
+        if self.row_keys:
+            table.move_cursor(row=min(row or 1, len(self.row_keys) - 1))
+            key = self.selected_key()
+            if key is not None:
+                self._show_key(key)
 
     def _show_status(self) -> None:
         message = self.query_one("#config-message", Static)
@@ -218,9 +238,9 @@ class ConfigScreen(Screen):
 
     def selected_key(self) -> str | None:
         table = self.query_one("#config-table", DataTable)
-        if not self.keys or not 0 <= table.cursor_row < len(self.keys):
+        if not 0 <= table.cursor_row < len(self.row_keys):
             return None
-        return self.keys[table.cursor_row]
+        return self.row_keys[table.cursor_row]
 
     # -- events ---------------------------------------------------------------------------------
     def on_select_changed(self, event: Select.Changed) -> None:
@@ -229,8 +249,9 @@ class ConfigScreen(Screen):
             self.rebuild()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id == "config-table" and 0 <= event.cursor_row < len(self.keys):
-            self._show_key(self.keys[event.cursor_row])
+        key = self.selected_key() if event.data_table.id == "config-table" else None
+        if key is not None:
+            self._show_key(key)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self.action_focus_value()

@@ -51,10 +51,22 @@ def load_task_set(paths: list[Path] | None) -> tuple[list[Task], list[str]]:
     return tasks, validate_task_files(files)
 
 
+def short_source(source: str) -> str:
+    """`file:line` with the file relative to the working folder when it is inside it."""
+    path, sep, line = source.rpartition(":")
+    if not sep:
+        path, line = source, ""
+    try:
+        path = str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        pass
+    return f"{path}:{line}" if line else path
+
+
 def task_markdown(task: Task) -> str:
     expected = "\n".join(f"- {item}" for item in task.expected_outputs)
     reference = task.reference_answer or "_no reference answer_"
-    return (f"## {task.id}\n\n`{task.type}` · `{task.difficulty}` · `{task.source}`\n\n"
+    return (f"## {task.id}\n\n`{task.type}` · `{task.difficulty}` · `{short_source(task.source)}`\n\n"
             f"### Prompt\n\n{task.desc}\n\n### Expected outputs\n\n{expected}\n\n"
             f"### Reference answer\n\n{reference}\n")
 
@@ -78,6 +90,7 @@ def breakdown_text(task: Task) -> str:
 class DatasetScreen(Screen):
     """Browse and check the task set."""
 
+    AUTO_FOCUS = "#dataset-table"
     BINDINGS = [
         Binding("slash", "focus_search", "Search", key_display="/", id="dataset.search"),
         Binding("escape", "clear_filters", "Clear filters", id="dataset.clear"),

@@ -190,6 +190,9 @@ class LiveScreen(Screen):
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self.redraw()
 
+    def on_resize(self, event) -> None:
+        self.set_class(event.size.width < 100, "-narrow")  # the header needs the progress bar's room
+
     def on_screen_resume(self) -> None:
         self.redraw()
 
@@ -236,7 +239,7 @@ class LiveScreen(Screen):
         parts.append(Text(f"  step {step if step is not None else '-'}/{total or '?'}"))
         epoch = state.latest.get("training/epoch")
         if epoch is not None:
-            parts.append(Text(f"  epoch {format_value(epoch)}"))
+            parts.append(Text(f"  epoch {int(epoch) if float(epoch).is_integer() else format_value(epoch)}"))
         if state.status() == "running":
             parts.append(Text(f"  ETA {format_duration(state.eta_seconds())}"))
         key = state.reward_key()

@@ -63,6 +63,7 @@ def find_results(run: Path) -> list[Path]:
 class ResultsScreen(Screen):
     """Eval results of one run, and a compare of two results files."""
 
+    AUTO_FOCUS = "#results-files"
     BINDINGS = [
         Binding("c", "mark_compare", "Compare with…", id="results.compare"),
         Binding("x", "clear_compare", "Clear compare", id="results.clear"),
@@ -83,7 +84,7 @@ class ResultsScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#results-files", DataTable).add_columns("eval results")
+        self.query_one("#results-files", DataTable).add_column("eval results", width=36)
         if self.run is not None:
             self._show_files()
         elif getattr(self.app, "run_target", None) is not None and Path(self.app.run_target).is_dir():
@@ -123,13 +124,13 @@ class ResultsScreen(Screen):
             self.notify(str(exc), severity="error")
             return
         if base is None:
-            table.add_columns("figure", path.name)
+            table.add_columns("figure", "value")
             for key, value in flatten_numbers(data["summary"]).items():
                 table.add_row(key, format_value(value))
             n = len(data.get("results", []))
             self.query_one("#results-title", Static).update(f"{path.name}: {n} results")
         else:
-            table.add_columns("figure", f"A {self.base.name}", f"B {path.name}", "B-A")
+            table.add_columns("figure", "A", "B", "B-A")
             for row in compare_rows(base, data):
                 table.add_row(*row)
             self.query_one("#results-title", Static).update(f"compare A {self.base.name}  vs  B {path.name}")

@@ -148,6 +148,7 @@ def _stop_launched(app, launched) -> None:
 class RunsScreen(Screen):
     """Table of runs; Enter opens the selected one on the Live screen."""
 
+    AUTO_FOCUS = "#runs-table"
     BINDINGS = [
         Binding("enter", "open_run", "Open", id="runs.open"),
         Binding("n", "new_run", "New run", id="runs.new"),
@@ -167,7 +168,9 @@ class RunsScreen(Screen):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("run", "status", "mode", "backend", "steps", "last reward", "best reward", "age")
+        for label, width in (("run", 30), ("status", 9), ("mode", 10), ("backend", 7), ("steps", 11),
+                             ("last reward", 11), ("best reward", 11), ("age", 5)):
+            table.add_column(label, width=width)
         self.query_one("#runs-title", Static).update(f"runs in {self.app.runs_root}")
         self.action_refresh()
         self.set_interval(REFRESH_S, self.action_refresh)
