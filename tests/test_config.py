@@ -210,3 +210,19 @@ def test_unknown_top_level_key_without_verl_suggests_our_keys(monkeypatch):
         load_config(overrides=["devops.bakend=torch"])
     cfg = load_config(overrides=["actor_rollout_ref.actor.use_dynamic_bsz=true"])  # cannot check: passed through
     assert cfg.verl_overrides == {"actor_rollout_ref.actor.use_dynamic_bsz": True}
+
+
+def test_every_key_is_documented_in_its_section():
+    """docs/config.md has a row for every setting of the model, under the section's heading (drift check)."""
+    text = (REPO / "docs" / "config.md").read_text()
+    sections = ("actor_rollout_ref.rollout", "actor_rollout_ref.actor", "actor_rollout_ref.ref", "actor_rollout_ref.model",
+                "algorithm", "data", "trainer", "devops")
+    parts = {name: text.split(f"### `{name}`", 1)[1].split("\n### ", 1)[0] for name in sections}
+    missing = []
+    for key in TrainingConfig().flat():
+        if key == "verl_overrides" or key.startswith("verl_overrides."):
+            continue
+        section = next(s for s in sections if key.startswith(s + "."))
+        if f"| `{key[len(section) + 1:]}` |" not in parts[section]:
+            missing.append(key)
+    assert missing == []

@@ -62,7 +62,7 @@ class FilterGroupsConfig(_Section):
     """DAPO dynamic sampling: drop prompt groups whose responses all scored the same."""
 
     enable: bool = False
-    metric: str = "seq_final_reward"
+    metric: str = "reward"  # verl 0.9: "reward" is the pre-KL sequence reward; "acc", "score", ... also work
     max_num_gen_batches: int = Field(0, ge=0)
 
 
