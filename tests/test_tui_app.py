@@ -245,28 +245,43 @@ async def test_results_shows_a_summary_and_compares_two_files(tmp_path):
         assert table.get_row_at(1)[0] == "by_type/kubernetes"
 
 
-async def test_config_edit_shows_the_validation_message(tmp_path):
+async def test_config_edit_shows_the_validation_message(tmp_path, monkeypatch):
     pytest.importorskip("core.training.config")
+    monkeypatch.chdir(tmp_path)  # ctrl+s saves into the working folder
     app = CockpitApp(runs_root=tmp_path / "runs")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("3")
         screen = app.screen
         await wait_for(pilot, lambda: bool(screen.keys), what="config keys")
         message = screen.query_one("#config-message")
-        assert "valid" in str(message.render())
-        screen.set_value("data.train_batch_size", "lots")
-        await pilot.pause(0.1)
+        table, value = screen.query_one("#config-table"), screen.query_one("#config-value")
+
+        async def edit(key: str, text: str) -> None:
+            table.focus()
+            table.move_cursor(row=screen.row_keys.index(key))
+            await pilot.press("enter")  # Enter on a key moves to its value field
+            assert screen.focused is value and value.value == str(screen.values[key])
+            value.value = ""
+            await pilot.press(*text, "enter")
+            await pilot.pause(0.1)
+
+        assert "valid" in str(message.render()) and not message.has_class("-error")
+        await edit("data.train_batch_size", "lots")
         assert "train_batch_size" in str(message.render()) and message.has_class("-error")
         assert screen.values["data.train_batch_size"] == screen.preset_values["data.train_batch_size"]
         batch = screen.values["data.train_batch_size"]
-        screen.set_value("actor_rollout_ref.actor.ppo_mini_batch_size", str(batch * 4))
-        await pilot.pause(0.1)
+        await edit("actor_rollout_ref.actor.ppo_mini_batch_size", str(batch * 4))
         assert "ppo_mini_batch_size" in str(message.render()) and message.has_class("-error")
-        screen.set_value("actor_rollout_ref.actor.ppo_mini_batch_size", str(batch))
-        screen.set_value("actor_rollout_ref.actor.optim.lr", "2e-6")
-        await pilot.pause(0.1)
+        await edit("actor_rollout_ref.actor.ppo_mini_batch_size", str(batch))
+        await edit("actor_rollout_ref.actor.optim.lr", "2e-6")
         assert not message.has_class("-error")
         assert "optim.lr" in str(screen.query_one("#config-diff").render())
+        await pilot.press("ctrl+s")
+        await pilot.pause(0.1)
+        from core.training.config import load_config
+
+        saved = tmp_path / f"devops-rl-{screen.preset}.yaml"
+        assert load_config(screen.preset, saved).actor_rollout_ref.actor.optim.lr == pytest.approx(2e-6)
 
 
 def _train_is_built() -> bool:
