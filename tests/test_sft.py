@@ -99,3 +99,15 @@ def test_sft_command_writes_a_folder_train_accepts(tmp_path):
     from core.training.tiny_model import resolve_model_path
 
     assert resolve_model_path(str(out)) == out.resolve()
+
+
+def test_prompt_truncation_matches_the_data_settings():
+    from core.training.sft import truncate_prompt
+
+    ids = list(range(10))
+    assert truncate_prompt(ids, 4, "left", "t") == [6, 7, 8, 9]
+    assert truncate_prompt(ids, 4, "right", "t") == [0, 1, 2, 3]
+    assert truncate_prompt(ids, 5, "middle", "t") == [0, 1, 7, 8, 9]
+    assert truncate_prompt(ids, 10, "error", "t") == ids
+    with pytest.raises(UserError, match="task 't' has a 10-token prompt, over 4; raise data.max_prompt_length"):
+        truncate_prompt(ids, 4, "error", "t")

@@ -265,23 +265,11 @@ class NativeTrainer:
         return sorted(i for i in ids if i is not None)
 
     def _encode_prompt(self, record: dict) -> list[int]:
+        from core.training.sft import truncate_prompt
+
         text = self.tokenizer.apply_chat_template(record["prompt"], tokenize=False, add_generation_prompt=True)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        limit = self.cfg.data.max_prompt_length
-        if len(ids) > limit:
-            how = self.cfg.data.truncation
-            if how == "left":
-                ids = ids[-limit:]
-            elif how == "right":
-                ids = ids[:limit]
-            elif how == "middle":
-                ids = ids[: limit // 2] + ids[len(ids) - (limit - limit // 2) :]
-            else:
-                raise UserError(
-                    f"data.max_prompt_length: task '{record['task_id']}' has a {len(ids)}-token prompt, over {limit}; "
-                    "raise data.max_prompt_length or set data.truncation=left"
-                )
-        return ids
+        return truncate_prompt(ids, self.cfg.data.max_prompt_length, self.cfg.data.truncation, record["task_id"])
 
     # ---- rollout --------------------------------------------------------------------------------
 
@@ -677,8 +665,13 @@ class NativeTrainer:
         if model_arg == BUILTIN_TINY and cfg.devops.sft_warmstart_steps > 0:
             from core.training.sft import SftSettings, ensure_warmstart
 
-            base = ensure_warmstart(base, SftSettings(steps=cfg.devops.sft_warmstart_steps, seed=self.seed), train_tasks,
-                                    device=cfg.devops.device)
+            settings = SftSettings(
+                steps=cfg.devops.sft_warmstart_steps, batch_size=8, seed=self.seed,
+                max_prompt_length=cfg.data.max_prompt_length, truncation=cfg.data.truncation,
+                max_answer_tokens=4 * cfg.data.max_response_length,
+                max_length=cfg.data.max_prompt_length + 4 * cfg.data.max_response_length,
+            )
+            base = ensure_warmstart(base, settings, train_tasks, device=cfg.devops.device)
         self.base_path = base
         checkpoint = latest_checkpoint(self.run_dir.checkpoints_dir) if self.resume else None
         if self.resume and checkpoint is None:

@@ -35,6 +35,11 @@ class SftSettings:
     max_length: int = 1024
     seed: int = 0
     warmup_ratio: float = 0.05
+    # The RL run's prompt limit and truncation, so the warm-start sees the prompts RL will see.
+    max_prompt_length: int | None = None
+    truncation: str = "error"
+    # Only the start of each answer (RL samples short responses; the rest costs time and teaches little).
+    max_answer_tokens: int | None = None
 
 
 def select_device(setting: str = "auto"):
@@ -50,7 +55,32 @@ def select_device(setting: str = "auto"):
     return torch.device(setting)
 
 
-def build_examples(tasks, tokenizer, system_prompt: str, max_length: int) -> list[tuple[list[int], list[int]]]:
+def truncate_prompt(ids: list[int], limit: int | None, how: str, task_id: str) -> list[int]:
+    """Apply `data.max_prompt_length` / `data.truncation` (left keeps the end, right the start, middle both ends)."""
+    if limit is None or len(ids) <= limit:
+        return ids
+    if how == "left":
+        return ids[-limit:]
+    if how == "right":
+        return ids[:limit]
+    if how == "middle":
+        return ids[: limit // 2] + ids[len(ids) - (limit - limit // 2) :]
+    raise UserError(
+        f"data.max_prompt_length: task '{task_id}' has a {len(ids)}-token prompt, over {limit}; "
+        "raise data.max_prompt_length or set data.truncation=left"
+    )
+
+
+def build_examples(
+    tasks,
+    tokenizer,
+    system_prompt: str,
+    max_length: int,
+    *,
+    max_prompt_length: int | None = None,
+    truncation: str = "error",
+    max_answer_tokens: int | None = None,
+) -> list[tuple[list[int], list[int]]]:
     """(input ids, labels) per task with a reference answer; labels are -100 on the prompt.
 
     The prompt is tokenized exactly as at generation time (chat template with the generation prompt) and
@@ -63,8 +93,10 @@ def build_examples(tasks, tokenizer, system_prompt: str, max_length: int) -> lis
             continue
         messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": task.desc}]
         prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        prompt_ids = truncate_prompt(tokenizer(prompt, add_special_tokens=False)["input_ids"], max_prompt_length, truncation, task.id)
         answer_ids = tokenizer(task.reference_answer, add_special_tokens=False)["input_ids"] + [eos]
+        if max_answer_tokens is not None:
+            answer_ids = answer_ids[:max_answer_tokens]
         room = max_length - len(prompt_ids)
         if room < 16:
             raise UserError(
@@ -119,7 +151,10 @@ def run_sft(
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(dev)
     model.train()
-    examples = build_examples(tasks, tokenizer, system_prompt(), settings.max_length)
+    examples = build_examples(
+        tasks, tokenizer, system_prompt(), settings.max_length, max_prompt_length=settings.max_prompt_length,
+        truncation=settings.truncation, max_answer_tokens=settings.max_answer_tokens,
+    )
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.01)
     warmup = max(1, int(settings.steps * settings.warmup_ratio))
 
