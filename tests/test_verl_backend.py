@@ -1,0 +1,300 @@
+"""The verl backend on CPU: verl's own config composition and validate_config, parquet rows read by verl's
+RLHFDataset, the reward adapter run by verl's own reward manager, and the per-dimension metrics extension.
+
+What needs a GPU (vLLM rollouts, FSDP, Ray workers) is not run here; see docs/gpu.md and scripts/gpu_smoke.sh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("verl")
+
+REPO = Path(__file__).resolve().parents[1]
+PRESETS = ("default", "ci-fast", "single-gpu")
+
+
+def _compose(preset="ci-fast", overrides=(), **kwargs):
+    from core.training.config import load_config
+    from core.training.verl_backend.compose import compose_verl_config
+
+    return compose_verl_config(load_config(preset, overrides=list(overrides)), **kwargs)
+
+
+# ---- config --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_composes_and_passes_verl_validate_config(preset, capsys):
+    from core.cli.main import main
+    from core.training.config import load_config
+
+    assert main(["config", "verl", "--preset", preset]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# verl ppo_trainer config for preset " + preset)
+    composed = yaml.safe_load(out)
+    ours = load_config(preset)
+    # Our values reach verl under verl's own names...
+    assert composed["data"]["train_batch_size"] == ours.data.train_batch_size
+    assert composed["actor_rollout_ref"]["rollout"]["n"] == ours.actor_rollout_ref.rollout.n
+    assert composed["actor_rollout_ref"]["rollout"]["name"] == ours.actor_rollout_ref.rollout.name
+    assert composed["actor_rollout_ref"]["actor"]["optim"]["lr"] == ours.actor_rollout_ref.actor.optim.lr
+    assert composed["algorithm"]["adv_estimator"] == "grpo"
+    assert composed["trainer"]["n_gpus_per_node"] == ours.trainer.n_gpus_per_node
+    # ...verl's mandatory keys are filled (rollout.name is `???` in verl's own YAML)...
+    assert composed["actor_rollout_ref"]["rollout"]["log_prob_micro_batch_size_per_gpu"] >= 1
+    assert composed["actor_rollout_ref"]["rollout"]["prompt_length"] == ours.data.max_prompt_length
+    # ...and the project's wiring is in place: our reward, our trainer mode, verl's file logger.
+    reward_fn = composed["reward"]["custom_reward_function"]
+    assert Path(reward_fn["path"]).is_file() and reward_fn["name"] == "compute_score"
+    assert composed["trainer"]["v1"]["trainer_mode"] == "devops_sync"
+    assert "file" in composed["trainer"]["logger"]
+    env = composed["ray_kwargs"]["ray_init"]["runtime_env"]["env_vars"]
+    assert env["VERL_USE_EXTERNAL_MODULES"] == "core.training.verl_backend.extension"
+    assert composed["data"]["train_files"].endswith("data/train.parquet")
+
+
+def test_builtin_tiny_becomes_its_local_folder():
+    composed = _compose("ci-fast")
+    assert (Path(composed.actor_rollout_ref.model.path) / "config.json").is_file()
+
+
+def test_set_overrides_and_verl_pass_through_keys_reach_verl():
+    composed = _compose("ci-fast", [
+        "data.train_batch_size=8",
+        "verl_overrides.trainer.balance_batch=false",
+        "verl_overrides.actor_rollout_ref.rollout.val_kwargs.n=2",
+    ], run_path=Path("/tmp/run-x"), resume=True, ray_address="10.1.2.3:6379")
+    assert composed.data.train_batch_size == 8
+    assert composed.trainer.balance_batch is False
+    assert composed.actor_rollout_ref.rollout.val_kwargs.n == 2
+    assert composed.data.train_files == "/tmp/run-x/data/train.parquet"
+    assert composed.trainer.default_local_dir == "/tmp/run-x/checkpoints"
+    assert composed.trainer.resume_mode == "auto"
+    assert composed.ray_kwargs.ray_init.address == "10.1.2.3:6379"
+    env = composed.ray_kwargs.ray_init.runtime_env.env_vars
+    assert env.VERL_FILE_LOGGER_PATH == "/tmp/run-x/verl/metrics.jsonl"
+
+
+def test_a_fresh_run_never_resumes_someone_elses_checkpoints():
+    assert _compose("ci-fast", run_path=Path("/tmp/r")).trainer.resume_mode == "disable"
+
+
+def test_verl_rejection_is_one_line_naming_the_problem():
+    from core.errors import UserError
+
+    with pytest.raises(UserError) as info:
+        _compose("default", ["verl_overrides.actor_rollout_ref.actor.ppo_micro_batch_size=2"])
+    message = str(info.value)
+    assert message.startswith("verl rejected the config: ")
+    assert "ppo_micro_batch_size" in message and "\n" not in message
+
+
+def test_config_verl_cli_exit_2_with_one_error_line_when_verl_rejects(capsys):
+    from core.cli.main import main
+
+    code = main(["config", "verl", "--preset", "default",
+                 "--set", "verl_overrides.actor_rollout_ref.rollout.log_prob_micro_batch_size=2"])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    lines = [ln for ln in captured.err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "log_prob_micro_batch_size" in lines[0] and "verl rejected" in lines[0]
+
+
+# ---- data ----------------------------------------------------------------------------------------
+
+
+def test_parquet_export_loads_with_verls_own_dataset_and_the_tiny_tokenizer(tmp_path):
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    from core.agent.prompt import system_prompt
+    from core.training.config import load_config
+    from core.training.tiny_model import ensure_tiny_model
+    from core.training.verl_backend.data import export_parquet
+    from tasks import load_tasks, split_tasks
+
+    cfg = load_config("ci-fast")
+    paths = export_parquet(cfg, tmp_path / "data")
+    train_tasks, val_tasks = split_tasks(load_tasks(), cfg.devops.val_fraction, cfg.devops.seed)
+    tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
+    # The same data settings verl's trainer passes (composed config's `data` section).
+    data_cfg = OmegaConf.create(OmegaConf.to_container(_compose("ci-fast").data, resolve=True))
+    data_cfg.update(cache_dir=str(tmp_path / "cache"), filter_overlong_prompts=False)
+    for split, expected in (("train", train_tasks), ("val", val_tasks)):
+        dataset = RLHFDataset(data_files=[str(paths[split])], tokenizer=tokenizer, config=data_cfg)
+        assert len(dataset) == len(expected)
+        ids = []
+        for i in range(len(dataset)):
+            row = dataset[i]
+            info = row["extra_info"]
+            assert info["split"] == split and info["index"] == i
+            task = expected[i]
+            assert (info["task_id"], info["type"], info["difficulty"]) == (task.id, task.type, task.difficulty)
+            assert row["data_source"] == f"devops/{task.type}" and row["ability"] == task.type
+            assert row["raw_prompt"][0] == {"role": "system", "content": system_prompt()}
+            assert row["raw_prompt"][1] == {"role": "user", "content": task.desc}
+            truth = json.loads(row["reward_model"]["ground_truth"])
+            assert row["reward_model"]["style"] == "rule"
+            assert truth["task"]["id"] == task.id
+            assert truth["task"]["expected_outputs"] == list(task.expected_outputs)
+            ids.append(info["task_id"])
+        text = tokenizer.apply_chat_template(dataset[0]["raw_prompt"], add_generation_prompt=True, tokenize=False)
+        assert text.endswith("<|im_start|>assistant\n") and expected[0].desc in text
+    train_ids = {t.id for t in train_tasks}
+    assert not train_ids & {t.id for t in val_tasks}
+
+
+def test_no_validation_tasks_is_a_clear_error(tmp_path):
+    from core.errors import UserError
+    from core.training.config import load_config
+    from core.training.verl_backend.data import export_parquet
+
+    with pytest.raises(UserError, match="devops.val_fraction"):
+        export_parquet(load_config("ci-fast", overrides=["devops.val_fraction=0"]), tmp_path)
+
+
+# ---- reward --------------------------------------------------------------------------------------
+
+
+def _good_and_bad_answers():
+    from tasks import load_tasks
+
+    task = next(t for t in load_tasks() if t.reference_answer)
+    return task, task.reference_answer, "ok"
+
+
+def test_reward_adapter_returns_score_and_every_dimension_and_penalty():
+    from core.rewards import DIMENSIONS, PENALTIES, score
+    from core.training.verl_backend.data import task_row
+    from core.training.verl_backend.reward_fn import compute_score
+
+    task, good, bad = _good_and_bad_answers()
+    row = task_row(task, 0, "train", "system")
+    result = compute_score(row["data_source"], good, row["reward_model"]["ground_truth"], row["extra_info"])
+    assert set(result) == {"score", *DIMENSIONS, *PENALTIES}
+    assert all(isinstance(v, float) for v in result.values())
+    expected = score(good, task)
+    assert result["score"] == pytest.approx(expected.final_reward)
+    assert {d: result[d] for d in DIMENSIONS} == pytest.approx(expected.dimensions)
+    weak = compute_score(row["data_source"], bad, row["reward_model"]["ground_truth"], row["extra_info"])
+    assert weak["score"] < result["score"]
+
+
+def test_reward_weights_from_the_config_change_the_score():
+    from core.rewards import DIMENSIONS
+    from core.training.verl_backend.data import task_row
+    from core.training.verl_backend.reward_fn import compute_score
+
+    task, good, _ = _good_and_bad_answers()
+
+    def scored(weights):
+        return compute_score("d", good, task_row(task, 0, "train", "s", weights)["reward_model"]["ground_truth"])
+
+    plain = scored(None)
+    weakest, strongest = min(DIMENSIONS, key=plain.get), max(DIMENSIONS, key=plain.get)
+    assert plain[weakest] < plain[strongest]
+    # Weighting the answer's weakest dimension up must cost more than weighting its strongest up.
+    assert scored({weakest: 10.0})["score"] < scored({strongest: 10.0})["score"]
+
+
+def test_verls_own_reward_manager_runs_the_adapter_from_the_composed_config():
+    """verl loads compute_score by file path and returns reward_score + reward_extra_info from it."""
+    import numpy as np
+    import torch
+    from tensordict import TensorDict
+    from transformers import AutoTokenizer
+    from verl import DataProto
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    from core.rewards import DIMENSIONS, PENALTIES
+    from core.training.verl_backend.data import task_row
+    from core.training.verl_backend.reward_fn import compute_score
+
+    config = _compose("ci-fast")
+    tokenizer = AutoTokenizer.from_pretrained(config.actor_rollout_ref.model.path)
+    manager = load_reward_manager(config, tokenizer)
+    task, good, _ = _good_and_bad_answers()
+    row = task_row(task, 3, "train", "system")
+    prompt = tokenizer("a prompt", return_tensors="pt")["input_ids"]
+    response = tokenizer(good, return_tensors="pt")["input_ids"][:, :512]
+    data = DataProto(
+        batch=TensorDict({"prompts": prompt, "responses": response,
+                          "attention_mask": torch.ones(1, prompt.shape[1] + response.shape[1], dtype=torch.int64)},
+                         batch_size=1),
+        non_tensor_batch={key: np.array([row[key]], dtype=object)
+                          for key in ("data_source", "reward_model", "extra_info")},
+    )
+    out = manager.loop.run_until_complete(manager.run_single(data))
+    decoded = tokenizer.decode(response[0], skip_special_tokens=True)
+    direct = compute_score(row["data_source"], decoded, row["reward_model"]["ground_truth"], row["extra_info"])
+    assert out["reward_score"] == pytest.approx(direct["score"])
+    assert set(out["reward_extra_info"]) == {"score", *DIMENSIONS, *PENALTIES}
+
+
+# ---- per-dimension metrics extension ---------------------------------------------------------------
+
+
+def test_extension_registers_devops_trainer_modes_over_verls_own():
+    from verl.trainer.ppo.v1 import get_trainer_cls
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from core.training.verl_backend.extension import RewardDimensionMetrics, register
+
+    register()
+    register()  # idempotent
+    cls = get_trainer_cls("devops_sync")
+    assert issubclass(cls, PPOTrainerSync) and issubclass(cls, RewardDimensionMetrics)
+    assert cls._compute_metrics is RewardDimensionMetrics._compute_metrics
+
+
+def test_extension_loads_through_verls_external_module_hook_in_a_fresh_process():
+    code = ("import verl\nfrom verl.trainer.ppo.v1 import get_trainer_cls\n"
+            "print(get_trainer_cls('devops_sync').__mro__[1].__name__)")
+    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "core.training.verl_backend.extension", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, cwd=REPO, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "RewardDimensionMetrics"
+
+
+def test_reward_metrics_average_each_dimension_over_real_samples_and_skip_padding():
+    from core.rewards import DIMENSIONS, PENALTIES
+    from core.training.verl_backend.data import task_row
+    from core.training.verl_backend.extension import reward_metrics
+    from core.training.verl_backend.reward_fn import compute_score
+
+    task, good, bad = _good_and_bad_answers()
+    truth = task_row(task, 0, "train", "s")["reward_model"]["ground_truth"]
+    infos = [compute_score("d", answer, truth) for answer in (good, bad, good)]
+    fields = [{"reward_extra_info": info} for info in infos] + [{"reward_extra_info": {"score": 99.0}}]
+    metrics = reward_metrics(fields, keep=[True, True, True, False])
+    assert set(metrics) == {f"reward/{n}/mean" for n in (*DIMENSIONS, *PENALTIES, "final")}
+    assert metrics["reward/final/mean"] == pytest.approx(sum(i["score"] for i in infos) / 3)
+    for name in DIMENSIONS:
+        assert metrics[f"reward/{name}/mean"] == pytest.approx(sum(i[name] for i in infos) / 3)
+    assert reward_metrics([None, {"other": 1}]) == {}
+
+
+def test_mixin_adds_dimension_metrics_after_verls_own():
+    from core.training.verl_backend.extension import RewardDimensionMetrics
+
+    class Verl:  # stands in for verl's PPOTrainer._compute_metrics (the MRO contract is what is tested)
+        def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
+            metrics["critic/score/mean"] = 0.5
+
+    class Trainer(RewardDimensionMetrics, Verl):
+        def _reward_dimension_metrics(self, batch):
+            return {"reward/final/mean": 0.25}
+
+    metrics: dict = {}
+    Trainer()._compute_metrics(None, metrics, {}, 3, 0)
+    assert metrics == {"critic/score/mean": 0.5, "reward/final/mean": 0.25}
