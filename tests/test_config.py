@@ -226,3 +226,20 @@ def test_every_key_is_documented_in_its_section():
         if f"| `{key[len(section) + 1:]}` |" not in parts[section]:
             missing.append(key)
     assert missing == []
+
+
+@pytest.mark.skipif(verl_key_tree() is None, reason="verl not installed")
+def test_every_verl_section_key_of_the_model_exists_in_installed_verl():
+    """Our keys are verl's keys: the verl backend hands them over unchanged (`devops` is ours alone)."""
+    tree = verl_key_tree()
+    missing = []
+    for key in TrainingConfig().flat():
+        if key.startswith("devops."):
+            continue
+        node = tree
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                missing.append(key)
+                break
+            node = node[part]
+    assert missing == []
