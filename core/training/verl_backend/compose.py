@@ -25,8 +25,6 @@ EXTENSION_MODULE = "core.training.verl_backend.extension"
 TRAINER_MODE_PREFIX = "devops_"
 # Where the run folder is not known yet (printing with `config verl`), paths point here.
 RUN_PLACEHOLDER = "<run_dir>"
-# Our filter_groups metric names the legacy DAPO key; verl 0.9's v1 replay buffer calls the same thing "reward".
-FILTER_METRIC_ALIASES = {"seq_final_reward": "reward"}
 
 
 def verl_config_dir() -> Path:
@@ -163,7 +161,6 @@ def _fill_project_keys(config, cfg, *, run_path, resume: bool, ray_address: str 
     if resume_mode == "auto" and not resume:
         resume_mode = "disable"  # a fresh run never picks up someone else's checkpoints
     trainer_mode = OmegaConf.select(config, "trainer.v1.trainer_mode", default="sync")
-    filter_metric = cfg.algorithm.filter_groups.metric
 
     fills: dict[str, Any] = {
         "actor_rollout_ref.model.path": model_path,
@@ -174,7 +171,6 @@ def _fill_project_keys(config, cfg, *, run_path, resume: bool, ray_address: str 
         "data.seed": cfg.data.seed if cfg.data.seed is not None else devops.seed,
         "reward.custom_reward_function.path": str(REWARD_FN_FILE),
         "reward.custom_reward_function.name": REWARD_FN_NAME,
-        "algorithm.filter_groups.metric": FILTER_METRIC_ALIASES.get(filter_metric, filter_metric),
         "trainer.logger": loggers,
         "trainer.default_local_dir": cfg.trainer.default_local_dir or paths["checkpoints"],
         "trainer.resume_mode": resume_mode,

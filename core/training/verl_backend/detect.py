@@ -103,11 +103,6 @@ def check_launch(cfg, *, ray_address: str | None = None) -> None:
     if missing:
         raise UserError(f"--backend verl: verl's trainer needs {', '.join(missing)}; "
                         f"pip install 'devops-rl[verl]' (or {GPU_INSTALL})")
-    rollout = cfg.actor_rollout_ref.rollout.name
-    package = ROLLOUT_PACKAGES.get(rollout)
-    if package and not _installed(package):
-        hint = GPU_INSTALL if package == "vllm" else "pip install sglang, or set actor_rollout_ref.rollout.name=vllm"
-        raise UserError(f"actor_rollout_ref.rollout.name: {rollout}: {package} is not installed; {hint}")
     if ray_address:
         check_ray_address(ray_address)  # the GPUs may all be on other nodes: the cluster checks them
     else:
@@ -122,4 +117,9 @@ def check_launch(cfg, *, ray_address: str | None = None) -> None:
         if wanted > gpus:
             raise UserError(f"trainer.n_gpus_per_node: {wanted}: only {gpus} GPU{'s' if gpus != 1 else ''} visible "
                             f"here; set trainer.n_gpus_per_node={gpus}")
+    rollout = cfg.actor_rollout_ref.rollout.name
+    package = ROLLOUT_PACKAGES.get(rollout)
+    if package and not _installed(package):
+        hint = GPU_INSTALL if package == "vllm" else "pip install sglang, or set actor_rollout_ref.rollout.name=vllm"
+        raise UserError(f"actor_rollout_ref.rollout.name: {rollout}: {package} is not installed; {hint}")
     check_model_path(cfg.actor_rollout_ref.model.path)

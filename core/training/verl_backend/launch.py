@@ -25,9 +25,17 @@ log = logging.getLogger(__name__)
 VERL_DIR = "verl"  # inside the run folder: composed config, verl's own metrics file, rollouts, exit note
 CONFIG_NAME, VERL_METRICS_NAME, EXIT_NAME = "config.yaml", "metrics.jsonl", "exit.json"
 LATEST_CHECKPOINT = "latest_checkpointed_iteration.txt"
+VAL_SCORE_KEY = "val/score/mean"  # the native backend's validation key, so viewers need no verl special case
 EXIT_RAY = 3  # the child's exit code when Ray could not start
 STOP_GRACE_S, TERM_GRACE_S = 60.0, 15.0
 ROLLOUT_SETTLE_S = 2.0  # a rollout dump untouched this long is complete
+
+
+def validation_score(data: dict) -> float | None:
+    """Mean validation reward over verl's `val-core/<data_source>/reward/mean@N` keys (one per task type)."""
+    values = [v for k, v in data.items() if k.startswith("val-core/") and "/reward/mean@" in k
+              and isinstance(v, (int, float))]
+    return sum(values) / len(values) if values else None
 
 
 def latest_checkpoint_step(checkpoints: Path) -> int | None:
@@ -85,13 +93,14 @@ class MetricsPump:
             if self.sample is not None:
                 for key, value in self.sample().items():
                     data.setdefault(key, value)
+            score = validation_score(data)
+            if score is not None:
+                data.setdefault(VAL_SCORE_KEY, score)
             self.run_dir.log_metrics(step, data)
             copied += 1
             self.last_step = step
-            val = {k: v for k, v in data.items() if k.startswith("val-")}
-            if val:
-                score = next((v for k, v in sorted(val.items()) if k.startswith("val-core/") and "/reward/mean" in k), None)
-                self.run_dir.event("validation", step=step, score=score, metrics=len(val))
+            if score is not None:
+                self.run_dir.event("validation", step=step, score=score)
             if self.progress is not None:
                 self.progress(self._progress(step, data))
         self._poll_checkpoint()
