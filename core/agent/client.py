@@ -1,0 +1,218 @@
+"""The DevOps Architect agent over any OpenAI-compatible endpoint (OpenAI, vLLM, `devops-rl serve`).
+
+Answers a task with the system prompt, scores the answer with the reward, retries with backoff on
+429/5xx/connection errors, and turns 401/404 into one-line errors that never show the API key.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.errors import UserError
+
+log = logging.getLogger(__name__)
+
+API_KEY_ENV_VARS = ("DEVOPS_RL_API_KEY", "OPENAI_API_KEY")
+NO_KEY = "EMPTY"  # what vLLM's docs send when the server needs no key; the client library wants something
+DEFAULT_TEMPERATURE = 0.7
+DEFAULT_MAX_TOKENS = 2048
+DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_RETRIES = 4
+MAX_BACKOFF_S = 30.0
+
+
+def api_key_from_env() -> tuple[str | None, str | None]:
+    """(key, name of the variable it came from): DEVOPS_RL_API_KEY first, then OPENAI_API_KEY."""
+    for name in API_KEY_ENV_VARS:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value, name
+    return None, None
+
+
+class EndpointError(Exception):
+    """One request failed for good (after retries, or a 4xx other than 401/404); the eval records it per task."""
+
+
+@dataclass
+class AgentAnswer:
+    """One answer of the agent: its text, reward breakdown, token usage and wall time in seconds."""
+
+    text: str
+    breakdown: Any  # core.rewards.RewardBreakdown
+    usage: dict[str, int] = field(default_factory=dict)
+    elapsed: float = 0.0
+    finish_reason: str | None = None
+
+    @property
+    def reward(self) -> float:
+        return float(self.breakdown.final_reward)
+
+
+class DevOpsAgent:
+    """The agent: `answer(task)` asks the model and scores the answer; `complete(messages)` only asks."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        temperature: float = DEFAULT_TEMPERATURE,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        retries: int = DEFAULT_RETRIES,
+        backoff: float = 1.0,
+        system_prompt: str | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise UserError(f"--base-url: '{base_url}' is not an http(s) URL; e.g. http://127.0.0.1:8000/v1")
+        if not model:
+            raise UserError("--model: empty; pass the model name the endpoint serves (see GET <base-url>/models)")
+        if not 0.0 <= temperature <= 2.0:
+            raise UserError(f"--temperature: {temperature} is outside [0, 2]")
+        if max_tokens < 1:
+            raise UserError(f"--max-tokens: {max_tokens} must be at least 1")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.retries = max(0, retries)
+        self.backoff = max(0.0, backoff)
+        self.seed = seed
+        if system_prompt is None:
+            from core.agent.prompt import system_prompt as default_prompt
+
+            system_prompt = default_prompt()
+        self.system_prompt = system_prompt
+        self._key, self._key_source = api_key_from_env()
+        self._local = threading.local()
+
+    def __repr__(self) -> str:  # never the key
+        return f"DevOpsAgent(base_url={self.base_url!r}, model={self.model!r})"
+
+    @property
+    def _client(self):
+        client = getattr(self._local, "client", None)
+        if client is None:
+            from openai import OpenAI
+
+            client = OpenAI(base_url=self.base_url, api_key=self._key or NO_KEY, timeout=self.timeout, max_retries=0)
+            logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
+            self._local.client = client
+        return client
+
+    def messages(self, task) -> list[dict[str, str]]:
+        desc = task.desc if hasattr(task, "desc") else task["desc"]
+        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": desc}]
+
+    def answer(self, task) -> AgentAnswer:
+        """Ask the model about `task` (a `tasks.Task` or its mapping) and score the answer."""
+        from core.rewards import score
+
+        started = time.perf_counter()
+        text, usage, finish_reason = self.complete(self.messages(task))
+        elapsed = time.perf_counter() - started
+        return AgentAnswer(text=text, breakdown=score(text, task), usage=usage, elapsed=elapsed, finish_reason=finish_reason)
+
+    def complete(self, messages: list[dict[str, str]]) -> tuple[str, dict[str, int], str | None]:
+        """(text, usage, finish_reason) for one chat request, retrying transient failures with backoff."""
+        import openai
+
+        attempt = 0
+        while True:
+            try:
+                kwargs: dict[str, Any] = {"model": self.model, "messages": messages,
+                                          "temperature": self.temperature, "max_tokens": self.max_tokens}
+                if self.seed is not None:
+                    kwargs["seed"] = self.seed
+                response = self._client.chat.completions.create(**kwargs)
+                break
+            except openai.AuthenticationError as exc:
+                raise UserError(self._auth_message(exc)) from None
+            except openai.PermissionDeniedError:
+                raise UserError(f"{self.base_url}: 403 Forbidden for model '{self.model}'; the key from "
+                                f"{self._key_source or 'the environment'} may not use this model") from None
+            except openai.NotFoundError as exc:
+                raise UserError(self._not_found_message(exc)) from None
+            except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError) as exc:
+                if attempt >= self.retries:
+                    if isinstance(exc, openai.APIConnectionError):
+                        raise UserError(self._unreachable_message(exc, attempt + 1)) from None
+                    raise EndpointError(f"{_describe(exc)} (after {attempt + 1} tries)") from None
+                delay = self._delay(attempt, exc)
+                log.warning("%s: %s; retry %d/%d in %.1fs", self.base_url, _describe(exc), attempt + 1, self.retries, delay)
+                time.sleep(delay)
+                attempt += 1
+            except openai.APIStatusError as exc:
+                raise EndpointError(_describe(exc)) from None
+        choice = response.choices[0] if response.choices else None
+        text = (choice.message.content if choice is not None and choice.message else None) or ""
+        usage = {}
+        if response.usage is not None:
+            usage = {"prompt_tokens": int(response.usage.prompt_tokens or 0),
+                     "completion_tokens": int(response.usage.completion_tokens or 0),
+                     "total_tokens": int(response.usage.total_tokens or 0)}
+        return text, usage, choice.finish_reason if choice is not None else None
+
+    def _delay(self, attempt: int, exc: Exception) -> float:
+        """Exponential backoff with jitter; a server's Retry-After (seconds) wins when it is sane."""
+        response = getattr(exc, "response", None)
+        retry_after = response.headers.get("retry-after") if response is not None else None
+        if retry_after:
+            try:
+                return min(max(0.0, float(retry_after)), MAX_BACKOFF_S * 2)
+            except ValueError:
+                pass
+        return min(MAX_BACKOFF_S, self.backoff * (2**attempt)) * random.uniform(0.8, 1.2)
+
+    def _auth_message(self, exc: Exception) -> str:
+        if self._key is None:
+            return (f"{self.base_url}: 401 Unauthorized and no API key is set; "
+                    f"export {' or '.join(API_KEY_ENV_VARS)} with a key this endpoint accepts")
+        return (f"{self.base_url}: 401 Unauthorized: the endpoint rejected the API key from {self._key_source} (not shown); "
+                f"set {self._key_source} to a key this endpoint accepts")
+
+    def _not_found_message(self, exc: Exception) -> str:
+        served = self.served_models()
+        hint = f"models served there: {', '.join(served[:8])}" if served else "check that --base-url ends in /v1"
+        return f"{self.base_url}: 404 Not Found for model '{self.model}'; {hint}"
+
+    def _unreachable_message(self, exc: Exception, tries: int) -> str:
+        cause = exc.__cause__ or exc.__context__
+        reason = str(cause).splitlines()[0][:120] if cause else type(exc).__name__
+        what = "timed out" if "Timeout" in type(exc).__name__ else "cannot connect"
+        return (f"{self.base_url}: {what} after {tries} tries ({_mask(reason)}); is the server running? "
+                "start one with 'devops-rl serve builtin:tiny' or check --base-url")
+
+    def served_models(self) -> list[str]:
+        """The model ids the endpoint lists (empty when it cannot say)."""
+        try:
+            return [m.id for m in self._client.models.list().data]
+        except Exception:  # only a hint for an error message
+            log.debug("listing models failed", exc_info=True)
+            return []
+
+
+def _mask(text: str) -> str:
+    from core.log import mask_secrets
+
+    return mask_secrets(text)
+
+
+def _describe(exc: Exception) -> str:
+    """A short masked description of an openai error: status and the server's message, one line."""
+    status = getattr(exc, "status_code", None)
+    body = getattr(exc, "body", None)
+    message = body.get("message") if isinstance(body, dict) else None
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        message = body["error"].get("message")
+    text = str(message or exc).splitlines()[0][:200] if str(message or exc) else type(exc).__name__
+    return _mask(f"HTTP {status}: {text}" if status else f"{type(exc).__name__}: {text}")

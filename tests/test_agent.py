@@ -1,0 +1,215 @@
+"""DevOpsAgent against real HTTP servers on 127.0.0.1 through the real openai client: retries with backoff
+on 500/429, recovery, one-line 401/404 errors that never show the key, and an unreachable port.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from core.errors import UserError
+
+ANSWER = """## Plan
+1. Build the image in CI with `docker build`, run tests, scan it with Trivy.
+2. Deploy with a Kubernetes Deployment (readiness and liveness probes, resource limits, RBAC).
+3. Monitor with Prometheus alerts and Grafana dashboards; document the rollback in a runbook.
+"""
+
+
+class ScriptedServer:
+    """A real OpenAI-shaped HTTP server whose answers follow a script: (status, headers) per request, then 200."""
+
+    def __init__(self, script=(), text: str = ANSWER, models=("scripted-model",)) -> None:
+        self.script = list(script)
+        self.text = text
+        self.models = list(models)
+        self.requests: list[dict] = []
+        self.auth_headers: list[str] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _send(self, status: int, payload: dict, headers=()) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers:
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._send(200, {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "t"} for m in outer.models]})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(body)
+                outer.auth_headers.append(self.headers.get("Authorization", ""))
+                status, headers = outer.script.pop(0) if outer.script else (200, ())
+                if status != 200:
+                    self._send(status, {"error": {"message": f"scripted {status}", "type": "server_error", "code": None}}, headers)
+                    return
+                self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": outer.text}, "finish_reason": "stop"}],
+                                 "usage": {"prompt_tokens": 11, "completion_tokens": 22, "total_tokens": 33}})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def scripted():
+    servers = []
+
+    def make(*args, **kwargs) -> ScriptedServer:
+        servers.append(ScriptedServer(*args, **kwargs))
+        return servers[-1]
+
+    yield make
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture
+def no_keys(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("DEVOPS_RL_API_KEY", raising=False)
+
+
+def _task():
+    import tasks
+
+    return tasks.load_tasks()[0]
+
+
+def _agent(server, **kwargs):
+    from core.agent.client import DevOpsAgent
+
+    return DevOpsAgent(server.base_url, server.models[0], backoff=0.01, **kwargs)
+
+
+def test_answer_sends_prompt_and_defaults_and_scores_the_reply(scripted, no_keys):
+    from core.agent.prompt import system_prompt
+    from core.rewards import score
+
+    server = scripted()
+    task = _task()
+    answer = _agent(server).answer(task)
+    sent = server.requests[0]
+    assert sent["messages"] == [{"role": "system", "content": system_prompt()}, {"role": "user", "content": task.desc}]
+    assert sent["temperature"] == 0.7 and sent["max_tokens"] == 2048
+    assert answer.text == ANSWER
+    assert answer.breakdown.to_dict() == score(ANSWER, task).to_dict()
+    assert answer.usage == {"prompt_tokens": 11, "completion_tokens": 22, "total_tokens": 33}
+    assert answer.elapsed > 0 and answer.finish_reason == "stop"
+
+
+def test_key_comes_from_the_environment(scripted, monkeypatch):
+    monkeypatch.setenv("DEVOPS_RL_API_KEY", "sk-devopsrl-env-key-123456")
+    server = scripted()
+    _agent(server, temperature=0.2, max_tokens=64).answer(_task())
+    assert server.auth_headers == ["Bearer sk-devopsrl-env-key-123456"]
+    assert server.requests[0]["temperature"] == 0.2 and server.requests[0]["max_tokens"] == 64
+    assert "sk-devopsrl" not in repr(_agent(server))
+
+
+def test_500_then_recovers_after_retries(scripted, no_keys):
+    server = scripted(script=[(500, ()), (502, ()), (503, ())])
+    answer = _agent(server, retries=4).answer(_task())
+    assert answer.text == ANSWER
+    assert len(server.requests) == 4
+
+
+def test_429_honours_retry_after_then_succeeds(scripted, no_keys):
+    server = scripted(script=[(429, (("Retry-After", "0"),))])
+    assert _agent(server).answer(_task()).text == ANSWER
+    assert len(server.requests) == 2
+
+
+def test_5xx_that_never_recovers_is_a_per_task_failure(scripted, no_keys):
+    from core.agent.client import EndpointError
+
+    server = scripted(script=[(500, ())] * 10)
+    with pytest.raises(EndpointError, match=r"HTTP 500: scripted 500 \(after 3 tries\)"):
+        _agent(server, retries=2).answer(_task())
+    assert len(server.requests) == 3
+
+
+def test_400_is_not_retried(scripted, no_keys):
+    from core.agent.client import EndpointError
+
+    server = scripted(script=[(400, ())])
+    with pytest.raises(EndpointError, match="HTTP 400"):
+        _agent(server).answer(_task())
+    assert len(server.requests) == 1
+
+
+def test_401_is_one_line_and_never_shows_the_key(scripted, monkeypatch):
+    key = "sk-wrong-key-abcdefghijklmnop"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.delenv("DEVOPS_RL_API_KEY", raising=False)
+    server = scripted(script=[(401, ())])
+    with pytest.raises(UserError) as info:
+        _agent(server).answer(_task())
+    message = str(info.value)
+    assert "401" in message and "OPENAI_API_KEY" in message and "\n" not in message
+    assert key not in message and key[:12] not in message
+    assert len(server.requests) == 1  # not retried
+
+
+def test_401_without_any_key_says_which_variables_to_set(scripted, no_keys):
+    server = scripted(script=[(401, ())])
+    with pytest.raises(UserError, match="no API key is set; export DEVOPS_RL_API_KEY or OPENAI_API_KEY"):
+        _agent(server).answer(_task())
+
+
+def test_404_names_the_models_the_endpoint_serves(scripted, no_keys):
+    from core.agent.client import DevOpsAgent
+
+    server = scripted(script=[(404, ())], models=("qwen-a", "qwen-b"))
+    with pytest.raises(UserError) as info:
+        DevOpsAgent(server.base_url, "no-such-model").answer(_task())
+    assert str(info.value).endswith("404 Not Found for model 'no-such-model'; models served there: qwen-a, qwen-b")
+
+
+def test_unreachable_port_is_one_line_after_retries(no_keys):
+    from core.agent.client import DevOpsAgent
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    agent = DevOpsAgent(f"http://127.0.0.1:{port}/v1", "m", retries=2, backoff=0.01, timeout=5)
+    with pytest.raises(UserError) as info:
+        agent.answer(_task())
+    message = str(info.value)
+    assert message.startswith(f"http://127.0.0.1:{port}/v1: cannot connect after 3 tries")
+    assert "devops-rl serve" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"base_url": "127.0.0.1:8000"}, "--base-url"),
+    ({"model": ""}, "--model"),
+    ({"temperature": 3.0}, "--temperature"),
+    ({"max_tokens": 0}, "--max-tokens"),
+])
+def test_bad_settings_are_user_errors(kwargs, fragment):
+    from core.agent.client import DevOpsAgent
+
+    settings = {"base_url": "http://127.0.0.1:1/v1", "model": "m", **kwargs}
+    with pytest.raises(UserError, match=fragment):
+        DevOpsAgent(settings.pop("base_url"), settings.pop("model"), **settings)
