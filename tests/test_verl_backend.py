@@ -69,10 +69,12 @@ def test_builtin_tiny_becomes_its_local_folder():
 def test_set_overrides_and_verl_pass_through_keys_reach_verl():
     composed = _compose("ci-fast", [
         "data.train_batch_size=8",
+        "devops.n_runners=3",
         "verl_overrides.trainer.balance_batch=false",
         "verl_overrides.actor_rollout_ref.rollout.val_kwargs.n=2",
     ], run_path=Path("/tmp/run-x"), resume=True, ray_address="10.1.2.3:6379")
     assert composed.data.train_batch_size == 8
+    assert composed.actor_rollout_ref.rollout.agent.num_workers == 3 and composed.reward.num_workers == 3
     assert composed.trainer.balance_batch is False
     assert composed.actor_rollout_ref.rollout.val_kwargs.n == 2
     assert composed.data.train_files == "/tmp/run-x/data/train.parquet"

@@ -180,6 +180,9 @@ def _fill_project_keys(config, cfg, *, run_path, resume: bool, ray_address: str 
         else TRAINER_MODE_PREFIX + trainer_mode,
         "actor_rollout_ref.actor.checkpoint.save_contents": ["model", "optimizer", "extra", "hf_model"],
     }
+    if devops.n_runners > 1:  # `--n-runners N`: verl's agent-loop and reward workers (else verl's own default)
+        fills["actor_rollout_ref.rollout.agent.num_workers"] = devops.n_runners
+        fills["reward.num_workers"] = devops.n_runners
     for key, value in fills.items():
         _set(config, key, value, source="devops-rl")
 
