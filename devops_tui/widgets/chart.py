@@ -83,17 +83,9 @@ def axis_label(value: float) -> str:
 class MetricChart(Widget):
     """Line chart of one or more metrics; the first gets a smoothed bold line over its raw values."""
 
-    COMPONENT_CLASSES = {
-        "chart--title",
-        "chart--value",
-        "chart--axis",
-        "chart--raw",
-        "chart--line-1",
-        "chart--line-2",
-        "chart--line-3",
-        "chart--line-4",
-        "chart--empty",
-    }
+    # Few classes on purpose: every one costs a style pass per chart at start-up.
+    COMPONENT_CLASSES = {"chart--title", "chart--axis", "chart--line-1", "chart--line-2", "chart--line-3",
+                         "chart--line-4"}
 
     def __init__(self, title: str, keys: Sequence[str], *, labels: Sequence[str] | None = None,
                  smoothed: bool = True, name: str | None = None, id: str | None = None,
@@ -151,14 +143,14 @@ class MetricChart(Widget):
                 and len(self.keys) > 1:
             head.append(Segment(f"{self.labels[0]} ", base + styles["chart--line-1"]))
         if primary is not None and primary.last_value is not None:
-            head.append(Segment(format_value(primary.last_value), base + styles["chart--value"]))
+            head.append(Segment(format_value(primary.last_value), base + styles["chart--line-1"]))
             if self.smoothed and len(primary) > 1:
                 sm = smooth(primary.values)
-                head.append(Segment(f" ~{format_value(sm[-1])}", base + styles["chart--raw"]))
+                head.append(Segment(f" ~{format_value(sm[-1])}", base + styles["chart--axis"]))
         for idx, (label, series) in enumerate(zip(self.labels[1:], self._series[1:]), start=2):
             if series is not None and series.last_value is not None and len(self.keys) > 1:
                 head.append(Segment(f" {label} ", base + styles[f"chart--line-{min(idx, 4)}"]))
-                head.append(Segment(format_value(series.last_value), base + styles["chart--value"]))
+                head.append(Segment(format_value(series.last_value), base + styles["chart--line-1"]))
         out.append(Strip(head).adjust_cell_length(width, base))
         rows = height - 2
         plot_w = width - LABEL_WIDTH
@@ -167,7 +159,7 @@ class MetricChart(Widget):
             msg = "waiting for data" if rows >= 1 else ""
             for r in range(height - 1):
                 text = msg if r == max(rows // 2, 0) else ""
-                out.append(Strip([Segment(text.center(width)[:width], base + styles["chart--empty"])], width))
+                out.append(Strip([Segment(text.center(width)[:width], base + styles["chart--axis"])], width))
             return out[:height]
         lo = min(s.steps[0] for s in present)
         hi = max(s.steps[-1] for s in present)
@@ -178,7 +170,7 @@ class MetricChart(Widget):
                 continue
             raw = _fill_gaps(bucket_by_step(series.steps, series.values, dots_w, lo, hi))
             if idx == 0 and self.smoothed and len(series) > 2:
-                lines_to_draw.append((raw, "chart--raw"))
+                lines_to_draw.append((raw, "chart--axis"))
                 lines_to_draw.append((smooth(raw), "chart--line-1"))
             else:
                 lines_to_draw.append((raw, f"chart--line-{min(idx + 1, 4)}"))
