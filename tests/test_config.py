@@ -150,10 +150,10 @@ BAD_FILES = {
     "yaml_syntax": ("data:\n  train_batch_size: [8\n", "c.yaml:3: not valid YAML"),
     "not_a_mapping": ("- 1\n- 2\n", "c.yaml: a config must be a YAML mapping"),
     "mini_over_batch": ("data:\n  train_batch_size: 4\nactor_rollout_ref:\n  actor:\n    ppo_mini_batch_size: 16\n",
-                        "actor_rollout_ref.actor.ppo_mini_batch_size: 16: larger than data.train_batch_size (4); set it <= 4"),
+                        "c.yaml:5: actor_rollout_ref.actor.ppo_mini_batch_size: 16: larger than data.train_batch_size (4); set it <= 4"),
     "micro_over_mini": ("actor_rollout_ref:\n  actor:\n    ppo_mini_batch_size: 2\n    ppo_micro_batch_size_per_gpu: 16\n",
                         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: 16: larger than the mini-batch per GPU (8"),
-    "n_one_grpo": ("actor_rollout_ref:\n  rollout:\n    n: 1\n", "actor_rollout_ref.rollout.n: 1: grpo compares the responses"),
+    "n_one_grpo": ("actor_rollout_ref:\n  rollout:\n    n: 1\n", "c.yaml:3: actor_rollout_ref.rollout.n: 1: grpo compares the responses"),
     "clip_low": ("actor_rollout_ref:\n  actor:\n    clip_ratio_low: 1.5\n", "actor_rollout_ref.actor.clip_ratio_low: 1.5: must be in (0, 1)"),
     "lr_zero": ("actor_rollout_ref:\n  actor:\n    optim:\n      lr: 0\n", "actor_rollout_ref.actor.optim.lr: 0.0: must be > 0"),
     "gpus_divide": ("data:\n  train_batch_size: 3\nactor_rollout_ref:\n  rollout:\n    n: 3\n  actor:\n    ppo_mini_batch_size: 3\n"

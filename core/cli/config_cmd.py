@@ -30,13 +30,6 @@ def _load(preset: str, config: Path | None, overrides: list[str]):
     return load_config(preset, config_file=config, overrides=overrides)
 
 
-def _fail_with(problems: list[str], where: str) -> None:
-    """One `error:` line per problem on stderr, exit code 2."""
-    for problem in problems:
-        print(f"error: {where}: {problem}", file=sys.stderr)
-    raise typer.Exit(2)
-
-
 @config_app.command("show")
 def show(
     preset: str = typer.Option("default", "--preset", "-p", help=PRESET_HELP),
@@ -63,12 +56,20 @@ def validate_cmd(
     """Check a config the way verl would: one line per problem, exit 2 if there is any."""
     from core.training.config import validate
 
+    from core.training.config import yaml_key_lines
+
     cfg = _load(preset, config, overrides)
     where = str(config) if config is not None else f"preset {preset}"
     problems = validate(cfg, n_gpus=gpus)
-    if problems:
-        _fail_with(problems, where)
-    print(f"ok: {where} is a valid config")
+    if not problems:
+        print(f"ok: {where} is a valid config")
+        return
+    lines = yaml_key_lines(config.read_text(encoding="utf-8")) if config is not None else {}
+    for problem in problems:
+        key = problem.split(":", 1)[0]
+        line = lines.get(key)
+        print(f"error: {where}{':' + str(line) if line else ''}: {problem}", file=sys.stderr)
+    raise typer.Exit(2)
 
 
 @config_app.command("export")

@@ -349,7 +349,7 @@ class _Layer:
         return f"{self.name}:{line}" if line else self.name
 
 
-def _yaml_lines(text: str) -> dict[str, int]:
+def yaml_key_lines(text: str) -> dict[str, int]:
     """Dotted key -> 1-based line of that key in a YAML mapping document."""
     try:
         root = yaml.compose(text)
@@ -537,7 +537,7 @@ def load_config(preset: str = "default", config_file: Path | None = None, overri
     data: dict = {}
     origins: dict[str, _Layer] = {}
     preset_path = PRESETS_DIR / f"{preset}.yaml"
-    _merge(data, preset_data(preset), _Layer(str(preset_path), _yaml_lines(preset_path.read_text(encoding="utf-8"))), origins)
+    _merge(data, preset_data(preset), _Layer(str(preset_path), yaml_key_lines(preset_path.read_text(encoding="utf-8"))), origins)
     if config_file is not None:
         path = Path(config_file)
         try:
@@ -546,7 +546,7 @@ def load_config(preset: str = "default", config_file: Path | None = None, overri
             raise UserError(f"{path}: no such config file; create one with 'devops-rl config export > {path.name}'") from None
         except OSError as exc:
             raise UserError(f"{path}: cannot read the config file ({exc.strerror})") from None
-        _merge(data, _parse_yaml(text, str(path)), _Layer(str(path), _yaml_lines(text)), origins)
+        _merge(data, _parse_yaml(text, str(path)), _Layer(str(path), yaml_key_lines(text)), origins)
     for text in overrides:
         key, value = parse_override(text)
         layer = _Layer(f"--set {text}")
@@ -561,7 +561,7 @@ def config_from_yaml(text: str, source: str = "<config>") -> TrainingConfig:
     """A config from YAML text over the model's defaults (no preset), e.g. what `to_yaml` wrote."""
     data: dict = {}
     origins: dict[str, _Layer] = {}
-    _merge(data, _parse_yaml(text, source), _Layer(source, _yaml_lines(text)), origins)
+    _merge(data, _parse_yaml(text, source), _Layer(source, yaml_key_lines(text)), origins)
     return _build(data, origins)
 
 
@@ -600,21 +600,31 @@ def model_config_json(model_path: str, *, build_builtin: bool = False) -> dict |
         if build_builtin:
             folder = tiny_model.ensure_tiny_model()
         else:
-            return {"model_type": "qwen2", **tiny_model.TINY_RECIPE}
+            return {"model_type": "qwen2", "tie_word_embeddings": True, **tiny_model.TINY_RECIPE}
     else:
         folder = Path(model_path).expanduser()
         if not folder.is_dir() and model_path.count("/") == 1:
-            try:
-                from huggingface_hub import snapshot_download
-
-                folder = Path(snapshot_download(repo_id=model_path, local_files_only=True, allow_patterns=["config.json"]))
-            except Exception:  # not cached, or no huggingface_hub: fall back to the well-known sizes
-                folder = Path("/nonexistent")
+            folder = _hf_cached_folder(model_path) or folder
     try:
         return json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         known = KNOWN_MODELS.get(model_path)
         return {k: v for k, v in known.items() if v is not None} if known else None
+
+
+def _hf_cached_folder(repo_id: str) -> Path | None:
+    """The newest snapshot of a Hugging Face model in the local hub cache that has a config.json.
+
+    Looked up on disk (`$HF_HUB_CACHE`, `$HF_HOME/hub`, ~/.cache/huggingface/hub) rather than through
+    huggingface_hub, whose import alone costs a quarter of a second on every `config` command.
+    """
+    import os
+
+    hub = os.environ.get("HF_HUB_CACHE") or os.path.join(
+        os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"), "hub")
+    snapshots = Path(hub) / f"models--{repo_id.replace('/', '--')}" / "snapshots"
+    found = sorted(snapshots.glob("*/config.json"), key=lambda p: p.stat().st_mtime) if snapshots.is_dir() else []
+    return found[-1].parent if found else None
 
 
 def model_context_length(model_path: str) -> int | None:
@@ -703,16 +713,17 @@ def validate(cfg: TrainingConfig, n_gpus: int | None = None) -> list[str]:
     if algo.filter_groups.enable and algo.adv_estimator not in GROUP_ESTIMATORS:
         problems.append(f"algorithm.filter_groups.enable: true: dynamic sampling filters prompt groups, which "
                         f"{algo.adv_estimator} does not have; use adv_estimator=grpo or disable filter_groups")
-    steps = total_steps(cfg)
-    if steps is not None:
-        for key in ("save_freq", "test_freq"):
-            freq = getattr(trainer, key)
-            if freq > steps:
-                what = "no checkpoint is saved before the end" if key == "save_freq" else "validation never runs during training"
-                problems.append(f"trainer.{key}: {freq}: larger than the run's {steps} total steps, so {what}; "
-                                f"set it <= {steps} (or -1 to disable)")
-            elif freq == 0 or freq < -1:
-                problems.append(f"trainer.{key}: {freq}: must be a positive step count or -1 (disabled)")
+    # A run has at least total_epochs steps, so only a larger frequency needs the task count (a YAML parse).
+    needs_count = max(trainer.save_freq, trainer.test_freq) > (trainer.total_training_steps or trainer.total_epochs)
+    steps = total_steps(cfg) if needs_count else None
+    for key in ("save_freq", "test_freq"):
+        freq = getattr(trainer, key)
+        if freq == 0 or freq < -1:
+            problems.append(f"trainer.{key}: {freq}: must be a positive step count or -1 (disabled)")
+        elif steps is not None and freq > steps:
+            what = "no checkpoint is saved before the end" if key == "save_freq" else "validation never runs during training"
+            problems.append(f"trainer.{key}: {freq}: larger than the run's {steps} total steps, so {what}; "
+                            f"set it <= {steps} (or -1 to disable)")
     context = model_context_length(cfg.actor_rollout_ref.model.path)
     needed = data.max_prompt_length + data.max_response_length
     if context and needed > context:
