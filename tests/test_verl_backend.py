@@ -85,6 +85,11 @@ def test_set_overrides_and_verl_pass_through_keys_reach_verl():
     assert env.VERL_FILE_LOGGER_PATH == "/tmp/run-x/verl/metrics.jsonl"
 
 
+def test_a_trainer_mode_chosen_in_verl_overrides_keeps_the_per_dimension_metrics():
+    composed = _compose("ci-fast", ["verl_overrides.trainer.v1.trainer_mode=colocate_async"])
+    assert composed.trainer.v1.trainer_mode == "devops_colocate_async"
+
+
 def test_a_fresh_run_never_resumes_someone_elses_checkpoints():
     assert _compose("ci-fast", run_path=Path("/tmp/r")).trainer.resume_mode == "disable"
 

@@ -68,7 +68,7 @@ def _set(config, key: str, value: Any, *, source: str, free_form: bool = False) 
     if parent is missing or parent is None or not OmegaConf.is_dict(parent):
         raise UserError(f"{source}: {key}: verl {_verl_version()} has no section '{parent_key}'; remove the key")
     exists = leaf in parent.keys()  # `in parent` is False for verl's mandatory `???` keys
-    if not exists and not free_form and not _is_open(parent):
+    if not exists and not free_form:
         raise UserError(f"{source}: {key}: verl {_verl_version()} has no such key; remove it or check the name "
                         f"in 'devops-rl config verl'")
     try:
@@ -79,12 +79,6 @@ def _set(config, key: str, value: Any, *, source: str, free_form: bool = False) 
             OmegaConf.update(config, key, value, merge=False)
     except (ValidationError, ConfigKeyError, ConfigAttributeError, ValueError) as exc:
         raise UserError(f"{source}: {key}: {value!r}: verl refuses this value ({_first_line(exc)})") from None
-
-
-def _is_open(node) -> bool:
-    from omegaconf import OmegaConf
-
-    return OmegaConf.is_struct(node) is False and not node  # an empty free-form mapping (engine_kwargs.vllm)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -136,6 +130,9 @@ def compose_verl_config(
 
     for key, value in cfg.verl_overrides.items():  # the user's verl keys win over our fills
         _set(config, key, value, source=f"{VERL_OVERRIDES}.{key}")
+    mode = OmegaConf.select(config, "trainer.v1.trainer_mode", default="sync")
+    if not mode.startswith(TRAINER_MODE_PREFIX):  # verl's mode, plus our per-dimension reward metrics
+        _set(config, "trainer.v1.trainer_mode", TRAINER_MODE_PREFIX + mode, source="devops-rl")
 
     if validate:
         validate_with_verl(config)
@@ -144,7 +141,7 @@ def compose_verl_config(
 
 def _fill_project_keys(config, cfg, *, run_path, resume: bool, ray_address: str | None, resolve_model: bool) -> None:
     """Keys verl needs that follow from our config and the run folder rather than from verl's defaults."""
-    from omegaconf import OmegaConf, open_dict
+    from omegaconf import open_dict
 
     paths = run_paths(run_path)
     devops = cfg.devops
@@ -160,7 +157,6 @@ def _fill_project_keys(config, cfg, *, run_path, resume: bool, ray_address: str 
     resume_mode = cfg.trainer.resume_mode
     if resume_mode == "auto" and not resume:
         resume_mode = "disable"  # a fresh run never picks up someone else's checkpoints
-    trainer_mode = OmegaConf.select(config, "trainer.v1.trainer_mode", default="sync")
 
     fills: dict[str, Any] = {
         "actor_rollout_ref.model.path": model_path,
@@ -176,9 +172,9 @@ def _fill_project_keys(config, cfg, *, run_path, resume: bool, ray_address: str 
         "trainer.resume_mode": resume_mode,
         "trainer.max_actor_ckpt_to_keep": devops.keep_checkpoints or None,
         "trainer.rollout_data_dir": paths["rollouts"],
-        "trainer.v1.trainer_mode": trainer_mode if trainer_mode.startswith(TRAINER_MODE_PREFIX)
-        else TRAINER_MODE_PREFIX + trainer_mode,
+        # hf_model: `devops-rl eval` loads checkpoints/global_step_N/actor/huggingface; FSDP resumes from the rest.
         "actor_rollout_ref.actor.checkpoint.save_contents": ["model", "optimizer", "extra", "hf_model"],
+        "actor_rollout_ref.actor.checkpoint.load_contents": ["model", "optimizer", "extra"],
     }
     if devops.n_runners > 1:  # `--n-runners N`: verl's agent-loop and reward workers (else verl's own default)
         fills["actor_rollout_ref.rollout.agent.num_workers"] = devops.n_runners
