@@ -218,14 +218,23 @@ async def test_help_lists_every_key_with_its_id(tmp_path):
         assert app.screen.__class__.__name__ == "RunsScreen"
 
 
+def write_eval_results(path: Path, rewards: dict[str, float]) -> None:
+    """An eval results file as `devops-rl eval` writes it (its summary made by the eval's own code)."""
+    from core.agent.evaluate import summarize
+
+    results = [{"task_id": task_id, "type": task_id.split("-")[0], "difficulty": "easy", "reward": reward,
+                "breakdown": {"final_reward": reward, "dimensions": {"security": reward, "automation": reward / 2},
+                              "penalties": {"repetition": 0.0}}}
+               for task_id, reward in rewards.items()]
+    path.write_text(json.dumps({"summary": summarize(results), "results": results}))
+
+
 async def test_results_shows_a_summary_and_compares_two_files(tmp_path):
     run = tmp_path / "runs" / "20261130-170000-ci-fast-0005"
     (run / "eval").mkdir(parents=True)
     (run / "meta.json").write_text(json.dumps({"run_id": run.name, "status": "finished"}))
-    for stamp, reward in (("20261130-170100", 0.40), ("20261130-171000", 0.55)):
-        (run / "eval" / f"eval_results_{stamp}.json").write_text(json.dumps({
-            "summary": {"mean_reward": reward, "by_type": {"kubernetes": reward + 0.1}},
-            "results": [{"task_id": "k8s-001", "reward": reward}]}))
+    write_eval_results(run / "eval" / "eval_results_20261130-170100.json", {"k8s-001": 0.4, "sec-001": 0.6})
+    write_eval_results(run / "eval" / "eval_results_20261130-171000.json", {"k8s-001": 0.7, "sec-001": 0.5})
     app = CockpitApp(runs_root=tmp_path / "runs")
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: len(app.screen.rows) == 1, what="the run row")
@@ -234,15 +243,19 @@ async def test_results_shows_a_summary_and_compares_two_files(tmp_path):
                        and len(app.screen.files) == 2, what="results files")
         screen = app.screen
         table = screen.query_one("#results-table")
-        assert table.get_row_at(0) == ["mean_reward", "0.550"]
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert rows[0] == ["mean reward", "0.600"]  # the newest file is shown first
+        assert ["  k8s", "0.700"] in rows and ["by type", ""] in rows
         files = screen.query_one("#results-files")
         files.focus()
         await pilot.press("up")
         await pilot.press("c")
         await pilot.press("down")
         await wait_for(pilot, lambda: len(table.columns) == 4, what="the compare table")
-        assert table.get_row_at(0) == ["mean_reward", "0.400", "0.550", "+0.150"]
-        assert table.get_row_at(1)[0] == "by_type/kubernetes"
+        rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        assert rows[0] == ["mean reward", "0.500", "0.600", "+0.100"]
+        assert ["  k8s", "0.400", "0.700", "+0.300"] in rows
+        assert ["  sec-001", "0.600", "0.500", "-0.100"] in rows  # regressed most
 
 
 async def test_config_edit_shows_the_validation_message(tmp_path, monkeypatch):

@@ -68,12 +68,18 @@ def frozen(tmp_path, monkeypatch):
     run = write_run(runs)
     write_run(runs, steps=12, status="stopped", run_id="20261130-160000-ci-fast-0a2b")
     (run / "eval").mkdir()
-    for stamp, reward in (("20261130-171500", 0.41), ("20261130-180500", 0.58)):
+    from core.agent.evaluate import summarize
+
+    for stamp, base in (("20261130-171500", 0.41), ("20261130-180500", 0.58)):
+        results = [{"task_id": task_id, "type": task_type, "difficulty": difficulty, "reward": round(base + shift, 3),
+                    "breakdown": {"final_reward": base + shift,
+                                  "dimensions": {d: round(base + shift + 0.02 * i, 3) for i, d in enumerate(DIMENSIONS)},
+                                  "penalties": {"repetition": 0.0, "length": round(0.1 - base / 10, 3)}}}
+                   for task_id, task_type, difficulty, shift in (("k8s-001", "kubernetes", "easy", 0.05),
+                                                                 ("k8s-002", "kubernetes", "hard", -0.1),
+                                                                 ("sec-001", "security", "medium", 0.02 * (base > 0.5)))]
         (run / "eval" / f"eval_results_{stamp}.json").write_text(json.dumps({
-            "summary": {"mean_reward": reward, "pass_rate": reward + 0.1,
-                        "by_type": {"kubernetes": reward + 0.05, "security": reward - 0.04},
-                        "by_dimension": {d: reward + 0.01 * i for i, d in enumerate(DIMENSIONS)}},
-            "results": [{"task_id": "k8s-001", "reward": reward}]}))
+            "summary": summarize(results, wall_time_s=12.0), "results": results}))
     tasks = Path("tasks")
     tasks.mkdir()
     for task_type, ids in (("kubernetes", ("k8s-001", "k8s-002")), ("security", ("sec-001",))):

@@ -5,9 +5,9 @@ Pick a file to see its summary per type and dimension; mark one with `c` and pic
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
+
+from rich.text import Text
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -18,39 +18,43 @@ from textual.widgets import DataTable, Footer, Static
 from devops_tui.widgets.chart import format_value
 
 
-def flatten_numbers(data, prefix: str = "") -> dict[str, float]:
-    """`{"a": {"b": 1}}` -> `{"a/b": 1.0}` for every number inside (lists of scalars are skipped)."""
-    out: dict[str, float] = {}
-    if isinstance(data, dict):
-        for key, value in data.items():
-            out.update(flatten_numbers(value, f"{prefix}{key}/" if isinstance(value, dict) else f"{prefix}{key}"))
-    elif isinstance(data, (int, float)) and not isinstance(data, bool):
-        out[prefix.rstrip("/")] = float(data)
-    return out
+SECTIONS = (("by type", "by_type"), ("by difficulty", "by_difficulty"), ("by dimension", "by_dimension"),
+            ("penalties (lower is better)", "by_penalty"))
 
 
-def load_results(path: Path) -> dict:
-    """An eval results file; a UserError naming the file when it is not one."""
-    from core.errors import UserError
+def summary_rows(data: dict) -> list[tuple]:
+    """(figure, value) rows of one results file: overall figures, then per type/difficulty/dimension/penalty."""
+    summary = data["summary"]
+    rows: list[tuple] = [("mean reward", format_value(summary.get("mean_reward"))),
+                         ("scored / failed", f"{summary.get('count', '-')} / {summary.get('failures', '-')}")]
+    for title, key in SECTIONS:
+        if summary.get(key):
+            rows.append((Text(title, style="bold"), ""))
+            rows += [(f"  {name}", format_value(value)) for name, value in summary[key].items()]
+    return rows
 
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: cannot read eval results ({exc}); re-run 'devops-rl eval'") from None
-    if not isinstance(data, dict) or "summary" not in data:
-        raise UserError(f"{path}: no 'summary' key; is this an eval_results_<ts>.json file?")
-    return data
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else ("+" if value > 0 else "") + format_value(value)
 
 
-def compare_rows(a: dict, b: dict) -> list[tuple[str, str, str, str]]:
-    """(figure, A, B, B-A) for every summary number either file has, in A's order then B's extras."""
-    fa, fb = flatten_numbers(a.get("summary", {})), flatten_numbers(b.get("summary", {}))
-    rows = []
-    for key in list(fa) + [k for k in fb if k not in fa]:
-        va, vb = fa.get(key), fb.get(key)
-        delta = vb - va if va is not None and vb is not None and math.isfinite(va) and math.isfinite(vb) else None
-        sign = "+" if delta is not None and delta > 0 else ""
-        rows.append((key, format_value(va), format_value(vb), "-" if delta is None else sign + format_value(delta)))
+def compare_rows(a: dict, b: dict) -> list[tuple]:
+    """(figure, A, B, B-A) rows from `core.agent.compare`: overall, per section, then tasks that moved most."""
+    from core.agent.compare import compare
+
+    result = compare(a, b)
+    m = result["mean_reward"]
+    rows: list[tuple] = [("mean reward", format_value(m["a"]), format_value(m["b"]), _signed(m["delta"]))]
+    for title, key in SECTIONS:
+        if result[key]:
+            rows.append((Text(title, style="bold"), "", "", ""))
+            rows += [(f"  {name}", format_value(r["a"]), format_value(r["b"]), _signed(r["delta"]))
+                     for name, r in result[key].items()]
+    for title, key in (("improved most", "improved"), ("regressed most", "regressed")):
+        if result[key]:
+            rows.append((Text(f"{title} ({result['common_tasks']} tasks in both)", style="bold"), "", "", ""))
+            rows += [(f"  {c['task_id']}", format_value(c["a"]), format_value(c["b"]), _signed(c["delta"]))
+                     for c in result[key]]
     return rows
 
 
@@ -113,6 +117,7 @@ class ResultsScreen(Screen):
             self.show_file(self.files[-1])
 
     def show_file(self, path: Path) -> None:
+        from core.agent.compare import load_results
         from core.errors import UserError
 
         table = self.query_one("#results-table", DataTable)
@@ -124,13 +129,16 @@ class ResultsScreen(Screen):
             self.notify(str(exc), severity="error")
             return
         if base is None:
-            table.add_columns("figure", "value")
-            for key, value in flatten_numbers(data["summary"]).items():
-                table.add_row(key, format_value(value))
+            table.add_column("figure", width=34)
+            table.add_column("value", width=10)
+            for row in summary_rows(data):
+                table.add_row(*row)
             n = len(data.get("results", []))
             self.query_one("#results-title", Static).update(f"{path.name}: {n} results")
         else:
-            table.add_columns("figure", "A", "B", "B-A")
+            table.add_column("figure", width=34)
+            for label in ("A", "B", "B-A"):
+                table.add_column(label, width=8)
             for row in compare_rows(base, data):
                 table.add_row(*row)
             self.query_one("#results-title", Static).update(f"compare A {self.base.name}  vs  B {path.name}")
