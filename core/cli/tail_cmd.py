@@ -127,6 +127,8 @@ def tail(
             return f"run process {meta.get('pid')} is gone (killed?) while its status says running"
         return None
 
+    title = f"{run_dir.run_id if run_dir is not None else metrics_path.name}: following {metrics_path} (Ctrl-C to stop)"
+    print(title, file=sys.stderr, flush=True)  # stdout stays the table, so it can be piped
     live = sys.stdout.isatty()
     return (_follow_live if live else _follow_plain)(view, metrics, log_tail, events, finished, interval)
 
