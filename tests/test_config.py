@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.errors import UserError
 from core.training.config import (
@@ -243,3 +245,17 @@ def test_every_verl_section_key_of_the_model_exists_in_installed_verl():
                 break
             node = node[part]
     assert missing == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(lr=st.floats(min_value=1e-12, max_value=1.0, allow_nan=False),
+       batch=st.integers(min_value=1, max_value=10_000),
+       name=st.text(min_size=1, max_size=30).filter(lambda t: "\x00" not in t),
+       logger=st.lists(st.sampled_from(["console", "file", "wandb", "tensorboard"]), max_size=3))
+def test_yaml_round_trip_keeps_every_value(lr, batch, name, logger):
+    cfg = TrainingConfig()
+    cfg.actor_rollout_ref.actor.optim.lr = lr
+    cfg.data.train_batch_size = batch
+    cfg.trainer.experiment_name = name
+    cfg.trainer.logger = logger
+    assert config_from_yaml(cfg.to_yaml()) == cfg
