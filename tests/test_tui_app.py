@@ -333,3 +333,27 @@ async def test_launch_a_ci_fast_run_and_watch_steps_arrive(tmp_path):
         await wait_for(pilot, lambda: not launched.alive(), timeout=120, what="the run to stop")
         await wait_for(pilot, lambda: live.state.meta.get("status") in ("stopped", "finished"), timeout=10,
                        what="the final status")
+
+
+def test_docs_list_every_key_of_the_cockpit():
+    from devops_tui.screens.help import binding_rows
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "tui.md").read_text()
+    missing = [row[3] for row in binding_rows(CockpitApp) if f"`{row[3]}`" not in docs]
+    assert not missing, f"docs/tui.md does not list: {missing}"
+
+
+async def test_keys_can_be_remapped_from_a_keymap_file(tmp_path):
+    from core.errors import UserError
+    from devops_tui.app import load_keymap
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("app.help: [h\n")
+    with pytest.raises(UserError, match="bad.yaml"):
+        load_keymap(bad)
+    good = tmp_path / "keys.yaml"
+    good.write_text("app.help: h\n")
+    app = CockpitApp(runs_root=tmp_path / "runs", keymap=load_keymap(good))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("h")
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "HelpScreen", what="help on the new key")

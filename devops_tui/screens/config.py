@@ -19,33 +19,51 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Select, Static
 
-# Tuning advice from the original design's section 4.3 tables (keyed by dotted config key).
-ADVICE = {
-    "algorithm.adv_estimator": "GRPO is usually more stable for long answers; try ppo (or KL in reward) if training is unstable.",
-    "algorithm.use_kl_in_reward": "false lets the agent explore; turn on if the policy drifts or hacks the reward.",
-    "data.train_batch_size": "Bigger is faster but needs more memory; on OOM halve it (16 -> 8).",
-    "data.max_prompt_length": "Fit it to the system prompt plus the longest task.",
-    "data.max_response_length": "DevOps answers are long; raise it if responses are truncated (response_length/clip_ratio > 0).",
-    "data.truncation": "'error' makes sure nothing is silently cut.",
-    "actor_rollout_ref.rollout.n": "Answers per prompt: more is more diverse but costs more; 4 is the balance; lower to 2 if slow.",
-    "actor_rollout_ref.rollout.gpu_memory_utilization": "0.6-0.8 is safe; lower to 0.4-0.5 when the GPU runs out of memory.",
-    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": "Affects inference speed; lower on OOM.",
-    "actor_rollout_ref.rollout.temperature": "Higher sampling temperature keeps exploring (a remedy for collapse).",
-    "actor_rollout_ref.actor.ppo_mini_batch_size": "Usually equal to train_batch_size; must not exceed it.",
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": "Speed vs memory; raise (4 -> 8) if slow, lower on OOM.",
-    "actor_rollout_ref.actor.optim.lr": "Key knob: start at 1e-6; 2e-6 if slow to learn, 5e-7 if unstable.",
-    "actor_rollout_ref.actor.clip_ratio_low": "0.2/0.3 is conservative; 0.1/0.4 allows bigger updates.",
-    "actor_rollout_ref.actor.clip_ratio_high": "Clip-higher (e.g. 0.28) keeps low-probability tokens learnable.",
-    "actor_rollout_ref.actor.entropy_coeff": "0 = no exploration bonus; 0.01-0.1 if answers become all alike.",
-    "actor_rollout_ref.actor.use_kl_loss": "KL to the reference model as a loss keeps the policy close to it.",
-    "actor_rollout_ref.actor.kl_loss_coef": "Raise if the policy drifts or reward hacking appears.",
-    "actor_rollout_ref.model.path": "A Hugging Face id, a local folder, or builtin:tiny for CPU runs.",
-    "actor_rollout_ref.model.enable_gradient_checkpointing": "Saves memory at the cost of time; keep on when memory is short.",
-    "actor_rollout_ref.model.use_remove_padding": "Faster training; keep on.",
-    "trainer.total_epochs": "Fit to the data set size.",
-    "trainer.save_freq": "Keep below the total steps so an interruption loses little.",
-    "trainer.test_freq": "More often (e.g. 5) spots problems early.",
-    "trainer.val_before_train": "Records the baseline before any update.",
+# Meaning and tuning advice per key, from the original design's section 4.3 tables (4.4 for the flow).
+NOTES: dict[str, tuple[str, str]] = {
+    "algorithm.adv_estimator": ("Advantage estimator: GRPO (group-relative) or PPO (critic).",
+                                "GRPO is usually more stable for long answers; try ppo or KL in the reward if unstable."),
+    "algorithm.use_kl_in_reward": ("Subtract a KL penalty to the reference model from the reward.",
+                                   "false lets the agent explore; turn on if the policy drifts or hacks the reward."),
+    "data.train_batch_size": ("Prompts per training step.",
+                              "Bigger is faster but needs more memory; on OOM halve it (16 -> 8); if slow, 16 -> 32."),
+    "data.max_prompt_length": ("Longest prompt in tokens (system prompt + task).",
+                               "Fit it to the system prompt plus the longest task."),
+    "data.max_response_length": ("Longest generated answer in tokens.",
+                                 "DevOps answers are long; raise it if response_length/clip_ratio is above 0."),
+    "data.truncation": ("What to do with a prompt that is too long.", "'error' makes sure nothing is cut silently."),
+    "actor_rollout_ref.rollout.n": ("Answers sampled per prompt (the GRPO group size).",
+                                    "More is more diverse but costs more; 4 is the balance; lower to 2 if slow."),
+    "actor_rollout_ref.rollout.gpu_memory_utilization": ("Share of GPU memory vLLM may take for the rollout.",
+                                                         "0.6-0.8 is safe; lower to 0.4-0.5 on OOM."),
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": ("Micro-batch for log-prob passes per GPU.",
+                                                                    "Affects inference speed; lower on OOM."),
+    "actor_rollout_ref.rollout.temperature": ("Sampling temperature of the rollout.",
+                                              "A higher temperature keeps exploring (a remedy for collapse)."),
+    "actor_rollout_ref.actor.ppo_mini_batch_size": ("Prompts per optimizer update (split of the batch).",
+                                                    "Usually equal to train_batch_size; must not exceed it."),
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": ("Sequences per forward/backward pass per GPU.",
+                                                             "Speed vs memory: raise (4 -> 8) if slow, lower on OOM."),
+    "actor_rollout_ref.actor.optim.lr": ("Learning rate of the policy.",
+                                         "Key knob: start at 1e-6; 2e-6 if slow to learn, 5e-7 if unstable."),
+    "actor_rollout_ref.actor.clip_ratio_low": ("PPO clip range below 1 (how far a ratio may fall).",
+                                               "0.2/0.3 is conservative; 0.1/0.4 allows bigger updates."),
+    "actor_rollout_ref.actor.clip_ratio_high": ("PPO clip range above 1 (clip-higher).",
+                                                "0.28 or more keeps low-probability tokens learnable."),
+    "actor_rollout_ref.actor.entropy_coeff": ("Weight of the entropy bonus.",
+                                              "0 = no exploration bonus; 0.01-0.1 if answers become all alike."),
+    "actor_rollout_ref.actor.use_kl_loss": ("Add KL to the reference model as a loss term.",
+                                            "Keeps the policy close to the reference; helps against reward hacking."),
+    "actor_rollout_ref.actor.kl_loss_coef": ("Weight of the KL loss.", "Raise if the policy drifts or hacks the reward."),
+    "actor_rollout_ref.model.path": ("The model: a Hugging Face id, a local folder, or builtin:tiny.",
+                                     "builtin:tiny trains on a CPU in minutes; 7B is the design's balance on GPUs."),
+    "actor_rollout_ref.model.enable_gradient_checkpointing": ("Recompute activations in the backward pass.",
+                                                              "Saves memory at the cost of time; keep on when short."),
+    "actor_rollout_ref.model.use_remove_padding": ("Pack sequences without padding.", "Faster training; keep on."),
+    "trainer.total_epochs": ("Passes over the training tasks.", "Fit to the data set size."),
+    "trainer.save_freq": ("Checkpoint every N steps.", "Keep below the total steps so an interruption loses little."),
+    "trainer.test_freq": ("Validate every N steps.", "More often (e.g. 5) spots problems early."),
+    "trainer.val_before_train": ("Validate once before the first update.", "Records the baseline."),
 }
 
 
@@ -231,9 +249,9 @@ class ConfigScreen(Screen):
 
         self.query_one("#config-key", Static).update(key)
         self.query_one("#config-value", Input).value = format_config_value(self.values.get(key))
-        meaning = field_description(TrainingConfig, key)
-        advice = ADVICE.get(key, "")
-        text = "\n".join(t for t in (meaning, f"tuning: {advice}" if advice else "") if t)
+        meaning, advice = NOTES.get(key, ("", ""))
+        text = "\n".join(t for t in (meaning, field_description(TrainingConfig, key),
+                                     f"tuning: {advice}" if advice else "") if t)
         self.query_one("#config-help", Static).update(text or "(no notes for this key)")
 
     def selected_key(self) -> str | None:
