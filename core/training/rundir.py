@@ -156,7 +156,8 @@ class RunDirectory:
         text = str(path_or_id)
         if (root / text / META_FILE).is_file():
             return cls(root / text)
-        matches = sorted(p for p in root.glob(f"{glob_escape(text)}*") if (p / META_FILE).is_file()) if SAFE_ID.match(text) else []
+        # SAFE_ID admits no glob characters, so the id can be used as a glob prefix as it is
+        matches = sorted(p for p in root.glob(f"{text}*") if (p / META_FILE).is_file()) if SAFE_ID.match(text) else []
         if len(matches) == 1:
             return cls(matches[0])
         if len(matches) > 1:
@@ -250,10 +251,6 @@ class RunDirectory:
                 continue
             kept = [r for r in read_jsonl(path) if isinstance(r.get("step"), int) and r["step"] <= step]
             _write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
-
-
-def glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", text)
 
 
 # ---- reading ---------------------------------------------------------------------------------------
