@@ -1,0 +1,158 @@
+"""`score(answer, task)`: the six dimensions, weighted per task type (weights.yaml), minus the named
+penalties, clamped to [0, 1], with the evidence for every figure in a `RewardBreakdown`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from core.errors import UserError
+from core.rewards import penalties as pen
+from core.rewards.penalties import PENALTIES
+from core.rewards.signals import score_dimensions, score_expected
+from core.rewards.text import analyse
+
+DIMENSIONS = ("automation", "reliability", "security", "observability", "documentation", "expected_outputs")
+WEIGHTS_FILE = Path(__file__).with_name("weights.yaml")
+
+SECRET_SECURITY_FACTOR = 0.5  # each hard-coded secret halves the security dimension
+DANGER_SECURITY_FACTOR = 0.6
+SECRET_PENALTY = 0.15
+DANGER_PENALTY = 0.1
+
+
+@dataclass
+class RewardBreakdown:
+    """The reward of one answer: the final figure, every dimension and penalty, and why."""
+
+    final_reward: float
+    dimensions: dict[str, float]
+    penalties: dict[str, float]
+    evidence: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "final_reward": self.final_reward,
+            "dimensions": dict(self.dimensions),
+            "penalties": dict(self.penalties),
+            "evidence": {k: list(v) for k, v in self.evidence.items()},
+        }
+
+
+@lru_cache(maxsize=1)
+def type_weights() -> dict[str, dict[str, float]]:
+    """Per task type, the weight of each dimension (normalised to sum to 1), read once from weights.yaml."""
+    import yaml
+
+    raw = yaml.safe_load(WEIGHTS_FILE.read_text(encoding="utf-8"))
+    table: dict[str, dict[str, float]] = {}
+    for task_type, row in raw.items():
+        unknown = set(row) - set(DIMENSIONS)
+        if unknown or set(row) != set(DIMENSIONS):
+            raise UserError(f"{WEIGHTS_FILE}: row '{task_type}' must set exactly {', '.join(DIMENSIONS)}")
+        table[task_type] = normalise_weights(row, f"{WEIGHTS_FILE}: {task_type}")
+    return table
+
+
+def normalise_weights(row: Mapping[str, float], where: str) -> dict[str, float]:
+    """Weights per dimension scaled to sum to 1; UserError on unknown dimensions or negative weights."""
+    for name, value in row.items():
+        if name not in DIMENSIONS:
+            raise UserError(f"{where}: unknown reward dimension '{name}' (one of {', '.join(DIMENSIONS)})")
+        if not isinstance(value, (int, float)) or value < 0:
+            raise UserError(f"{where}: weight of '{name}' must be a number >= 0, got {value!r}")
+    total = sum(float(v) for v in row.values())
+    if total <= 0:
+        raise UserError(f"{where}: the weights sum to 0; give at least one dimension a positive weight")
+    return {name: float(row.get(name, 0.0)) / total for name in DIMENSIONS}
+
+
+def weights_for(task_type: str, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The weights used for a task type: the file's row (or `default`) with `overrides` on top."""
+    table = type_weights()
+    row = dict(table.get(task_type, table["default"]))
+    if overrides:
+        row.update(overrides)
+        row = normalise_weights(row, f"reward weights for '{task_type}'")
+    return row
+
+
+def _task_fields(task: Any) -> tuple[str, list[str]]:
+    if isinstance(task, Mapping):
+        task_type, expected = task.get("type"), task.get("expected_outputs")
+        label = f"task '{task.get('id', '?')}'"
+    else:
+        task_type, expected = getattr(task, "type", None), getattr(task, "expected_outputs", None)
+        label = f"task '{getattr(task, 'id', '?')}'"
+    if not isinstance(task_type, str) or not task_type:
+        raise UserError(f"{label}: key 'type' is missing; the reward needs the task type (e.g. kubernetes)")
+    if expected is None:
+        expected = []
+    if isinstance(expected, str) or not all(isinstance(e, str) for e in expected):
+        raise UserError(f"{label}: key 'expected_outputs' must be a list of strings")
+    return task_type, [e for e in expected if e.strip()]
+
+
+def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None) -> RewardBreakdown:
+    """Score one answer to one task (a `tasks.Task` or a mapping with `type` and `expected_outputs`).
+
+    `weights` overrides some dimension weights of the task's type (e.g. from the training config).
+    Pure and deterministic: no network, no model, no randomness.
+    """
+    task_type, expected = _task_fields(task)
+    answer = "" if answer is None else str(answer)
+    weight = weights_for(task_type, weights)
+    analysis = analyse(answer)
+    dense = pen.mark_dense_segments(analysis)
+
+    dimensions, evidence = score_dimensions(analysis.segments)
+    coverage, expected_evidence, unsupported = score_expected(expected, analysis.segments)
+    dimensions["expected_outputs"] = coverage if expected else 0.0
+    evidence["expected_outputs"] = expected_evidence
+    if not expected:
+        weight = normalise_weights({**weight, "expected_outputs": 0.0}, f"task type '{task_type}'")
+
+    structure = min(1.0, analysis.headings / 4) * 0.5 + min(1.0, sum(b.valid for b in analysis.blocks) / 2) * 0.5
+    if analysis.headings or analysis.blocks:
+        evidence["documentation"].insert(0, f"structure: {analysis.headings} headings/labels, "
+                                            f"{sum(b.valid for b in analysis.blocks)} valid code blocks")
+    dimensions["documentation"] = 0.7 * dimensions["documentation"] + 0.3 * structure * min(1.0, len(analysis.words) / 150)
+
+    penalty_values: dict[str, float] = {}
+    penalty_values["keyword_stuffing"], evidence["keyword_stuffing"] = pen.keyword_stuffing(
+        analysis, dense, unsupported, len(expected))
+    penalty_values["repetition"], evidence["repetition"] = pen.repetition(analysis)
+    penalty_values["degenerate"], evidence["degenerate"] = pen.degenerate(analysis)
+    penalty_values["length"], evidence["length"] = pen.length(analysis)
+    penalty_values["broken_code"], evidence["broken_code"] = pen.broken_code(analysis)
+
+    secrets = pen.hardcoded_secrets(analysis)
+    dangers = pen.dangerous_advice(analysis)
+    penalty_values["hardcoded_secret"] = round(min(0.45, SECRET_PENALTY * len(secrets)), 4)
+    penalty_values["dangerous_advice"] = round(min(0.4, DANGER_PENALTY * len(dangers)), 4)
+    evidence["hardcoded_secret"], evidence["dangerous_advice"] = secrets, dangers
+    if secrets or dangers:
+        factor = SECRET_SECURITY_FACTOR ** len(secrets) * DANGER_SECURITY_FACTOR ** len(dangers)
+        evidence["security"].append(f"security x{factor:.2f}: {len(secrets)} hard-coded secret(s), "
+                                    f"{len(dangers)} dangerous advice")
+        dimensions["security"] *= factor
+
+    dimensions = {name: round(min(1.0, max(0.0, dimensions[name])), 4) for name in DIMENSIONS}
+    base = sum(weight[name] * dimensions[name] for name in DIMENSIONS)
+    final = min(1.0, max(0.0, base - sum(penalty_values.values())))
+    ordered_evidence = {name: evidence.get(name, []) for name in (*DIMENSIONS, *PENALTIES)}
+    return RewardBreakdown(
+        final_reward=round(final, 4),
+        dimensions=dimensions,
+        penalties={name: penalty_values[name] for name in PENALTIES},
+        evidence=ordered_evidence,
+    )
+
+
+def calculate_devops_reward(answer: str, task: Any) -> float:
+    """The final reward in [0, 1] for one answer (what a GRPO step optimises)."""
+    return score(answer, task).final_reward

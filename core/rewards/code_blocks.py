@@ -1,0 +1,278 @@
+"""Fenced code blocks of an answer: split them out, parse them (YAML multi-document, JSON, Python,
+Dockerfile, shell, HCL) and check the basics a reviewer would flag (k8s resources/probes/non-root,
+pinned non-root images, strict shell).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+#.\-]*)")
+_LANGS = {
+    "yaml": "yaml", "yml": "yaml", "k8s": "yaml",
+    "dockerfile": "dockerfile", "docker": "dockerfile", "containerfile": "dockerfile",
+    "bash": "shell", "sh": "shell", "shell": "shell", "zsh": "shell", "console": "console", "shell-session": "console",
+    "json": "json",
+    "hcl": "hcl", "terraform": "hcl", "tf": "hcl",
+    "python": "python", "py": "python",
+    "text": "text", "txt": "text", "plaintext": "text", "markdown": "text", "md": "text", "": "",
+}
+WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod", "Rollout"})
+LONG_RUNNING_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Rollout"})
+_DOCKER_INSTRUCTIONS = frozenset(
+    "from run cmd label maintainer expose env add copy entrypoint volume user workdir arg onbuild stopsignal "
+    "healthcheck shell".split()
+)
+_SHELL_CONTROL = re.compile(r"^\s*(?:if|for|while|until|case|function)\b|\(\)\s*\{", re.M)
+_SHELL_STRICT = re.compile(r"^\s*set\s+(?:-[a-zA-Z]*e[a-zA-Z]*\b|-o\s+errexit)", re.M)
+_SHELL_PAIRS = ((re.compile(r"(?:^|[;\s])if\s"), re.compile(r"(?:^|[;\s])fi\b")),
+                (re.compile(r"(?:^|[;\s])case\s"), re.compile(r"(?:^|[;\s])esac\b")),
+                (re.compile(r"(?:^|[;\s])do\b"), re.compile(r"(?:^|[;\s])done\b")))
+_YAML_LINE = re.compile(r"^(?:[\w.\-/\"']+:(?:\s|$)|-\s+[\w.\-\"']+:\s|---\s*$)")
+_STRINGS_AND_COMMENTS = re.compile(r"\"(?:\\.|[^\"\\\n])*\"|'[^'\n]*'|(?:^|\s)(?:#|//|--\s).*$", re.M)
+_PLACEHOLDER = re.compile(r"\.\.\.|<[^>\n]+>|\{\{|\{%")
+
+
+@dataclass
+class FencePart:
+    """A stretch of the answer: prose (`lang is None`) or one fenced block."""
+
+    lang: str | None
+    body: str
+    line: int  # 1-based line of the fence (or of the prose) in the answer
+    closed: bool = True
+
+
+@dataclass
+class BlockReport:
+    """What the checks found in one code block."""
+
+    kind: str  # yaml, dockerfile, shell, console, json, hcl, python, text, other
+    lang: str
+    line: int
+    valid: bool = True
+    problems: list[str] = field(default_factory=list)  # the block is broken (does not parse, not closed)
+    issues: list[str] = field(default_factory=list)  # it parses but misses a basic (resources, USER, set -e)
+    facts: list[str] = field(default_factory=list)  # good practice found (k8s non-root, pinned image...)
+
+
+def split_fences(answer: str) -> list[FencePart]:
+    """Prose and fenced blocks in order; an unclosed fence runs to the end and is marked `closed=False`."""
+    parts: list[FencePart] = []
+    lines = answer.splitlines()
+    prose: list[str] = []
+    prose_start = 1
+    i = 0
+    while i < len(lines):
+        match = _FENCE_OPEN.match(lines[i])
+        if not match:
+            prose.append(lines[i])
+            i += 1
+            continue
+        if prose:
+            parts.append(FencePart(None, "\n".join(prose), prose_start))
+            prose = []
+        fence, lang, start = match.group(1), match.group(2).lower(), i + 1
+        body: list[str] = []
+        i += 1
+        closed = False
+        while i < len(lines):
+            stripped = lines[i].strip()
+            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
+                closed = True
+                i += 1
+                break
+            body.append(lines[i])
+            i += 1
+        parts.append(FencePart(lang, "\n".join(body), start, closed))
+        prose_start = i + 1
+    if prose:
+        parts.append(FencePart(None, "\n".join(prose), prose_start))
+    return parts
+
+
+def _guess_kind(body: str) -> str:
+    lines = [ln for ln in body.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if not lines:
+        return "text"
+    first = lines[0].lstrip()
+    if first.upper().startswith("FROM ") or body.startswith("# syntax="):
+        return "dockerfile"
+    if body.startswith("#!") or first.startswith("$ ") or _SHELL_STRICT.search(body):
+        return "shell"
+    if first.startswith(("{", "[")) and lines[-1].rstrip().endswith(("}", "]")):
+        return "json"
+    if sum(1 for ln in lines if _YAML_LINE.match(ln.lstrip())) >= max(2, len(lines) // 2):
+        return "yaml"
+    if re.match(r"(?:kubectl|helm|aws|gcloud|terraform|docker|git|curl|sudo|systemctl|psql)\s", first):
+        return "shell"
+    return "text"
+
+
+def _balanced(body: str) -> str | None:
+    """The first unbalanced bracket, ignoring quoted strings and comments; None when balanced."""
+    stripped = _STRINGS_AND_COMMENTS.sub("", body)
+    for open_, close in ("()", "[]", "{}"):
+        if stripped.count(open_) != stripped.count(close):
+            return f"unbalanced '{open_}{close}' ({stripped.count(open_)} vs {stripped.count(close)})"
+    return None
+
+
+def _check_k8s(doc: dict, report: BlockReport) -> None:
+    kind = doc.get("kind")
+    if kind not in WORKLOAD_KINDS:
+        return
+    name = (doc.get("metadata") or {}).get("name", "?") if isinstance(doc.get("metadata"), dict) else "?"
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    if kind == "CronJob":
+        spec = ((spec.get("jobTemplate") or {}).get("spec") or {})
+    pod = spec if kind == "Pod" else ((spec.get("template") or {}).get("spec") or {})
+    containers = pod.get("containers") if isinstance(pod, dict) else None
+    if not isinstance(containers, list) or not containers:
+        return  # a partial manifest (a patch, an overlay): nothing to hold it to
+    label = f"{kind}/{name}"
+    pod_ctx = pod.get("securityContext") if isinstance(pod.get("securityContext"), dict) else {}
+    missing_resources, missing_probes, root = [], [], []
+    for container in containers:
+        if not isinstance(container, dict):
+            continue
+        cname = container.get("name", "?")
+        if not container.get("resources"):
+            missing_resources.append(cname)
+        if kind in LONG_RUNNING_KINDS and not (container.get("readinessProbe") or container.get("livenessProbe")):
+            missing_probes.append(cname)
+        ctx = container.get("securityContext") if isinstance(container.get("securityContext"), dict) else {}
+        non_root = ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot")) is True or (
+            isinstance(ctx.get("runAsUser", pod_ctx.get("runAsUser")), int) and ctx.get("runAsUser", pod_ctx.get("runAsUser")) > 0)
+        if not non_root:
+            root.append(cname)
+    if missing_resources:
+        report.issues.append(f"{label}: container {', '.join(map(str, missing_resources))} has no resources requests/limits")
+    else:
+        report.facts.append(f"{label} sets resources")
+    if missing_probes:
+        report.issues.append(f"{label}: container {', '.join(map(str, missing_probes))} has no readiness/liveness probe")
+    elif kind in LONG_RUNNING_KINDS:
+        report.facts.append(f"{label} has probes")
+    if root:
+        report.issues.append(f"{label}: container {', '.join(map(str, root))} may run as root (set runAsNonRoot: true)")
+    else:
+        report.facts.append(f"{label} runs as non-root")
+
+
+def _check_yaml(body: str, report: BlockReport) -> None:
+    import yaml
+
+    if "{{" in body or "{%" in body:
+        return  # a Helm/Jinja template: not YAML until rendered
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        docs = [d for d in yaml.load_all(body, Loader=loader) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at block line {mark.line + 1}" if mark is not None else ""
+        report.problems.append(f"yaml does not parse{where}: {getattr(exc, 'problem', None) or 'syntax error'}")
+        return
+    if not docs:
+        report.problems.append("yaml block is empty")
+        return
+    for doc in docs:
+        if isinstance(doc, dict):
+            _check_k8s(doc, report)
+        elif isinstance(doc, list) and doc and all(isinstance(item, (dict, list)) for item in doc):
+            for item in doc:
+                if isinstance(item, dict):
+                    _check_k8s(item, report)
+        elif not (isinstance(doc, list) and doc and isinstance(doc[0], (dict, list))):
+            report.problems.append("yaml block holds bare words, not a mapping or a list of mappings")
+            return
+
+
+def _check_dockerfile(body: str, report: BlockReport) -> None:
+    logical = re.sub(r"\\\n", " ", body)
+    stages: list[dict] = []
+    for raw in logical.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        word = line.split(None, 1)[0].lower()
+        if word not in _DOCKER_INSTRUCTIONS:
+            report.problems.append(f"Dockerfile: unknown instruction '{line.split(None, 1)[0][:20]}'")
+            return
+        if word == "from":
+            args = [a for a in line.split()[1:] if not a.startswith("--")]
+            alias = args[2] if len(args) >= 3 and args[1].lower() == "as" else None
+            stages.append({"image": args[0] if args else "", "alias": alias, "user": None})
+        elif word == "user" and stages:
+            stages[-1]["user"] = line.split(None, 1)[1].strip() if len(line.split()) > 1 else ""
+    if not stages:
+        report.problems.append("Dockerfile has no FROM")
+        return
+    for stage in stages:
+        image = stage["image"]
+        base = image.rsplit("/", 1)[-1]
+        if image.lower() == "scratch" or "$" in image or "@sha256:" in image or image in {s["alias"] for s in stages}:
+            continue
+        if ":" not in base or base.endswith(":latest"):
+            report.issues.append(f"Dockerfile: base image '{image}' is not pinned (use a version tag or digest)")
+    final = stages[-1]
+    user = (final["user"] or "").split(":")[0]
+    if final["image"].endswith(":nonroot") or (user and user not in {"root", "0"}):
+        report.facts.append("Dockerfile runs as a non-root USER")
+    else:
+        report.issues.append("Dockerfile: the final stage runs as root (add a non-root USER)")
+
+
+def _check_shell(body: str, report: BlockReport) -> None:
+    code = "\n".join(ln for ln in body.splitlines() if not ln.lstrip().startswith("#") or ln.startswith("#!"))
+    for opener, closer in _SHELL_PAIRS:
+        if len(opener.findall(code)) != len(closer.findall(code)):
+            report.problems.append("shell: unbalanced if/fi, case/esac or do/done")
+            return
+    if code.rstrip().endswith("\\"):
+        report.problems.append("shell: the last line ends with a continuation '\\'")
+        return
+    commands = [ln for ln in code.splitlines() if ln.strip() and not ln.rstrip().endswith("\\")]
+    script_like = body.startswith("#!") or _SHELL_CONTROL.search(code) is not None or len(commands) >= 8
+    if _SHELL_STRICT.search(code):
+        report.facts.append("shell script stops on errors (set -euo pipefail)")
+    elif script_like:
+        report.issues.append("shell: script without 'set -euo pipefail'")
+
+
+def check_block(part: FencePart) -> BlockReport:
+    """Parse and check one fenced block."""
+    lang = part.lang or ""
+    kind = _LANGS.get(lang, "other")
+    if kind == "":
+        kind = _guess_kind(part.body)
+    report = BlockReport(kind=kind, lang=lang, line=part.line)
+    if not part.closed:
+        report.problems.append(f"code block opened at line {part.line} is never closed")
+    elif not part.body.strip():
+        report.problems.append("code block is empty")
+    elif kind == "yaml":
+        _check_yaml(part.body, report)
+    elif kind == "dockerfile":
+        _check_dockerfile(part.body, report)
+    elif kind == "shell":
+        _check_shell(part.body, report)
+    elif kind == "json":
+        if not _PLACEHOLDER.search(part.body):
+            try:
+                json.loads(part.body)
+            except ValueError as exc:
+                report.problems.append(f"json does not parse: {str(exc).split(':')[0]}")
+    elif kind == "python":
+        try:
+            compile(part.body, "<answer>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            report.problems.append(f"python does not compile: {getattr(exc, 'msg', exc)}")
+    elif kind in ("hcl", "other"):
+        problem = _balanced(part.body)
+        if problem:
+            report.problems.append(f"{lang or kind}: {problem}")
+    report.valid = not report.problems
+    return report

@@ -1,0 +1,264 @@
+"""The rubric: which phrases are evidence of automation, reliability, security, observability and
+documentation, and the tolerant matcher for a task's expected outputs.
+
+Each signal counts once per answer (distinct signals, not mentions) and only in substantive segments.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from core.rewards.text import Segment, phrase_key, stem
+
+# dimension -> signal name -> (weight, phrases). Phrases are written naturally; they are normalised with
+# the same tokenizer as the answer, so "readinessProbe", "readiness probe" and "readiness-probes" meet.
+RUBRIC: dict[str, dict[str, tuple[float, tuple[str, ...]]]] = {
+    "automation": {
+        "ci_pipeline": (1.0, ("GitHub Actions", "github actions", "GitLab CI", "gitlab-ci", "Jenkinsfile", "CI pipeline",
+                              "CI/CD", "pipeline", "workflow", "Tekton", "CircleCI", "Buildkite", "Azure Pipelines")),
+        "gitops": (1.0, ("GitOps", "Argo CD", "ArgoCD", "Flux", "ApplicationSet", "pull request", "merge request",
+                         "code review", "version control")),
+        "infrastructure_as_code": (1.0, ("Terraform", "OpenTofu", "Pulumi", "CloudFormation", "AWS CDK", "Crossplane",
+                                         "Bicep", "infrastructure as code", "terraform plan", "terraform apply", "Terraform module")),
+        "config_management": (0.8, ("Ansible", "playbook", "Helm", "Kustomize", "helmfile", "overlay", "Chef", "Puppet")),
+        "scripted": (0.8, ("script", "Makefile", "make target", "automation", "automate", "automated")),
+        "scheduled": (0.7, ("CronJob", "cron", "systemd timer", "OnCalendar", "scheduled", "schedule")),
+        "idempotent": (1.0, ("idempotent", "idempotency", "safe to re-run", "safe to rerun", "converge")),
+        "dry_run": (0.8, ("dry run", "dry-run", "--check", "what-if", "plan output", "kubectl diff", "helm diff")),
+        "autoscaling": (0.7, ("autoscaler", "autoscaling", "HorizontalPodAutoscaler", "HPA", "KEDA", "Karpenter",
+                              "scale to zero", "ScaledObject")),
+        "policy_as_code": (0.8, ("policy as code", "OPA", "Gatekeeper", "Kyverno", "conftest", "Sentinel", "admission controller")),
+        "automated_tests": (0.8, ("unit test", "integration test", "smoke test", "test stage", "promtool test",
+                                 "terraform validate", "kubeconform", "lint", "shellcheck", "tflint")),
+        "artifacts": (0.6, ("container registry", "artifact", "build and push", "image tag", "release pipeline")),
+        "progressive_delivery": (0.7, ("Argo Rollouts", "Flagger", "canary", "blue/green", "blue-green", "setWeight")),
+        "remote_state": (0.6, ("remote state", "state lock", "state locking", "DynamoDB lock", "backend \"s3\"")),
+    },
+    "reliability": {
+        "probes": (1.0, ("readinessProbe", "livenessProbe", "startupProbe", "health check", "healthcheck", "healthz",
+                         "readyz", "readiness", "liveness")),
+        "retries_backoff": (1.0, ("retry", "retries", "exponential backoff", "backoff", "jitter", "Retry-After")),
+        "timeouts_breakers": (0.8, ("timeout", "circuit breaker", "outlier detection", "deadline", "bulkhead")),
+        "redundancy": (1.0, ("replicas", "multi-AZ", "availability zone", "high availability", "redundant", "redundancy",
+                             "topologySpreadConstraints", "podAntiAffinity", "anti-affinity", "standby", "multi-region")),
+        "disruption_budget": (1.0, ("PodDisruptionBudget", "PDB", "maxUnavailable", "minAvailable", "maxSurge")),
+        "rollback": (1.0, ("rollback", "roll back", "rollout undo", "revert", "failback", "previous version")),
+        "backups": (1.0, ("backup", "snapshot", "point-in-time recovery", "PITR", "restore", "WAL archiving", "Velero")),
+        "recovery_objectives": (0.8, ("RPO", "RTO", "recovery point", "recovery time")),
+        "failover": (0.8, ("failover", "fail over", "promote", "switchover", "replication", "replica")),
+        "graceful_shutdown": (0.8, ("graceful shutdown", "SIGTERM", "preStop", "terminationGracePeriodSeconds",
+                                    "connection draining", "drain")),
+        "load_protection": (0.8, ("rate limit", "load shedding", "backpressure", "throttle", "throttling",
+                                  "concurrency limit", "dead letter queue", "DLQ")),
+        "progressive_rollout": (0.8, ("canary", "rolling update", "blue/green", "feature flag", "gradual", "progressive")),
+        "resource_guarantees": (0.8, ("resource requests", "resources requests", "resources limits", "memory limit", "cpu limit", "ResourceQuota",
+                                      "LimitRange", "PriorityClass", "headroom", "capacity")),
+        "resilience_testing": (0.8, ("chaos", "game day", "failure injection", "DR drill", "restore test", "load test")),
+        "idempotent_operations": (0.6, ("idempotency key", "idempotent", "exactly once", "deduplication")),
+    },
+    "security": {
+        "least_privilege": (1.0, ("least privilege", "least-privilege", "RBAC", "RoleBinding", "ClusterRole",
+                                  "IAM role", "IAM policy", "minimal permissions", "read-only", "ServiceAccount",
+                                  "permissions")),
+        "secrets_management": (1.0, ("secrets manager", "Secrets Manager", "Vault", "sealed secrets", "External Secrets",
+                                     "secretKeyRef", "secretRef", "Parameter Store", "SOPS", "KMS", "Kubernetes Secret")),
+        "transport_encryption": (1.0, ("TLS", "mTLS", "HTTPS", "certificate", "cert-manager", "HSTS", "encryption in transit")),
+        "encryption_at_rest": (0.8, ("encryption at rest", "encrypted", "encrypt", "KMS key", "SSE-KMS")),
+        "scanning_supply_chain": (1.0, ("Trivy", "Grype", "Snyk", "image scan", "vulnerability", "CVE", "SBOM", "cosign",
+                                        "signature", "Dependabot", "SAST", "scan")),
+        "non_root": (1.0, ("runAsNonRoot", "non-root", "nonroot", "readOnlyRootFilesystem", "allowPrivilegeEscalation",
+                           "drop ALL", "capabilities", "seccompProfile", "Pod Security", "restricted")),
+        "network_segmentation": (1.0, ("NetworkPolicy", "default deny", "security group", "firewall", "WAF", "allowlist",
+                                       "private subnet", "egress", "ingress rule", "PeerAuthentication")),
+        "audit": (0.8, ("audit log", "CloudTrail", "audit", "access log")),
+        "identity_federation": (0.8, ("OIDC", "workload identity", "IRSA", "short-lived credentials", "assume role",
+                                      "AssumeRole", "SSO", "MFA")),
+        "rotation": (0.7, ("rotate", "rotation", "revoke", "expiry")),
+        "pinning": (0.6, ("digest", "sha256", "pinned", "pin the version", "immutable tag")),
+        "policy_enforcement": (0.6, ("Kyverno", "Gatekeeper", "admission", "SCP", "service control policy", "policy as code")),
+    },
+    "observability": {
+        "metrics": (1.0, ("Prometheus", "metrics", "metric", "CloudWatch", "Datadog", "StatsD", "exporter", "PromQL",
+                          "ServiceMonitor", "PodMonitor")),
+        "logging": (1.0, ("logs", "logging", "Loki", "Elasticsearch", "Fluent Bit", "Fluentd", "structured logs",
+                          "log group", "journalctl")),
+        "tracing": (1.0, ("tracing", "traces", "trace", "OpenTelemetry", "Jaeger", "Tempo", "X-Ray")),
+        "alerting": (1.0, ("alert", "alerts", "alerting", "Alertmanager", "PagerDuty", "paged", "on-call", "PrometheusRule",
+                           "notification", "Opsgenie")),
+        "slo": (1.0, ("SLO", "SLI", "error budget", "burn rate", "availability target")),
+        "dashboards": (0.8, ("Grafana", "dashboard", "Kibana")),
+        "golden_signals": (0.8, ("latency", "error rate", "saturation", "p99", "p95", "percentile", "throughput",
+                                 "5xx", "histogram_quantile")),
+        "recording_rules": (0.6, ("recording rule", "recording rules", "PromQL", "LogQL")),
+        "synthetic_monitoring": (0.6, ("synthetic", "blackbox exporter", "uptime check", "probe_success", "canary check")),
+        "correlation": (0.6, ("trace id", "correlation id", "request id", "exemplar")),
+        "monitoring": (0.6, ("monitor", "monitoring", "observability", "telemetry")),
+    },
+    "documentation": {
+        "rationale": (1.0, ("because", "so that", "the reason", "why", "trade-off", "tradeoff", "instead of",
+                            "rather than", "otherwise", "which means", "this avoids", "this prevents")),
+        "verification": (1.0, ("verify", "verification", "validate", "confirm", "check that", "smoke test", "expected output",
+                               "should show", "must show")),
+        "rollback_plan": (1.0, ("rollback", "roll back", "revert", "undo", "back out")),
+        "runbook": (0.8, ("runbook", "README", "documentation", "ADR", "postmortem", "playbook", "wiki", "document")),
+        "assumptions": (0.6, ("assume", "assumption", "prerequisite", "requirement", "constraint")),
+        "risks": (0.6, ("risk", "caveat", "limitation", "watch out", "pitfall", "note that", "beware")),
+        "ordered_steps": (0.6, ("step", "first", "then", "finally", "phase", "before", "after")),
+        "ownership": (0.5, ("owner", "on-call", "approve", "approval", "sign-off", "team")),
+    },
+}
+
+SATURATION = {"automation": 3.0, "reliability": 3.0, "security": 3.0, "observability": 3.0, "documentation": 2.5}
+
+# Phrase alternatives for expected outputs, keyed by the normalised phrase.
+_SYNONYMS_RAW = {
+    "PodDisruptionBudget": ("PDB",),
+    "HorizontalPodAutoscaler": ("HPA",),
+    "VerticalPodAutoscaler": ("VPA",),
+    "rollback": ("roll back", "rollout undo", "revert"),
+    "roll back": ("rollback", "rollout undo", "revert"),
+    "CI/CD": ("pipeline", "continuous delivery"),
+    "Kubernetes": ("k8s",),
+    "Terraform": ("tf", "OpenTofu"),
+    "secrets manager": ("Secrets Manager", "Vault", "secret store"),
+    "least privilege": ("least-privilege", "minimal permissions"),
+    "mTLS": ("mutual TLS",),
+    "SLO": ("service level objective",),
+    "SLI": ("service level indicator",),
+    "postmortem": ("post-mortem", "incident review"),
+    "dry run": ("dry-run", "--dry-run", "plan"),
+    "exponential backoff": ("backoff",),
+    "non-root": ("nonroot", "runAsNonRoot", "run as non root"),
+    "multi-stage build": ("multi stage", "AS build", "builder stage"),
+    "point-in-time recovery": ("PITR",),
+}
+SYNONYMS: dict[tuple[str, ...], tuple[tuple[str, ...], ...]] = {
+    phrase_key(k): tuple(phrase_key(v) for v in vs) for k, vs in _SYNONYMS_RAW.items()
+}
+
+
+def _build_index() -> tuple[dict[str, list[tuple[tuple[str, ...], str, str]]], dict[tuple[str, str], float]]:
+    index: dict[str, list[tuple[tuple[str, ...], str, str]]] = {}
+    weights: dict[tuple[str, str], float] = {}
+    for dimension, signals in RUBRIC.items():
+        for name, (weight, phrases) in signals.items():
+            weights[(dimension, name)] = weight
+            for phrase in phrases:
+                key = phrase_key(phrase)
+                if key:
+                    index.setdefault(key[0], []).append((key, dimension, name))
+    return index, weights
+
+
+_INDEX, _WEIGHTS = _build_index()
+
+
+def rubric_keywords() -> list[str]:
+    """Every phrase of the rubric (the raw material of a keyword salad, for tests and docs)."""
+    return [p for signals in RUBRIC.values() for _, phrases in signals.values() for p in phrases]
+
+
+def _snippet(text: str, limit: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def match_signals(segment_tokens: list[str]) -> list[tuple[str, str]]:
+    """(dimension, signal) for every rubric phrase in a token list, in order, with repeats."""
+    hits: list[tuple[str, str]] = []
+    n = len(segment_tokens)
+    for i, token in enumerate(segment_tokens):
+        for key, dimension, name in _INDEX.get(token, ()):
+            length = len(key)
+            if length == 1 or (i + length <= n and tuple(segment_tokens[i : i + length]) == key):
+                hits.append((dimension, name))
+    return hits
+
+
+def score_dimensions(segments: list[Segment]) -> tuple[dict[str, float], dict[str, list[str]]]:
+    """Score the five rubric dimensions from substantive segments: distinct signals, saturating."""
+    found: dict[str, dict[str, str]] = {d: {} for d in RUBRIC}
+    for segment in segments:
+        if not segment.substantive:
+            continue
+        for dimension, name in match_signals(segment.tokens):
+            found[dimension].setdefault(name, segment.text)
+    scores: dict[str, float] = {}
+    evidence: dict[str, list[str]] = {}
+    for dimension, hits in found.items():
+        total = sum(_WEIGHTS[(dimension, name)] for name in hits)
+        scores[dimension] = 1.0 - math.exp(-total / SATURATION[dimension])
+        evidence[dimension] = [f"{name}: \"{_snippet(text)}\"" for name, text in hits.items()]
+    return scores, evidence
+
+
+@lru_cache(maxsize=4096)
+def expected_forms(expected: str) -> tuple[tuple[str, ...], ...]:
+    """The token tuples an expected output is recognised by: itself and its synonyms."""
+    key = phrase_key(expected)
+    return (key, *SYNONYMS.get(key, ()))
+
+
+_FILLER = frozenset(stem(w) for w in ("a", "an", "the", "of", "to", "for", "and", "or", "in", "on", "with", "by"))
+
+
+def _contains(haystack: list[str], needle: tuple[str, ...]) -> bool:
+    if not needle:
+        return False
+    first, length = needle[0], len(needle)
+    for i, token in enumerate(haystack):
+        if token == first and tuple(haystack[i : i + length]) == needle:
+            return True
+    return False
+
+
+def expected_credit(expected: str, segments: list[Segment]) -> tuple[float, str | None]:
+    """Credit in [0, 1] for one expected output and the segment that earned it.
+
+    1.0 for the phrase (or a synonym) verbatim after normalisation; 0.8 when all its content words
+    appear close together in one segment; half the share of its content words found in one segment
+    otherwise (when at least half are there).
+    """
+    best, where = 0.0, None
+    forms = expected_forms(expected)
+    for segment in segments:
+        if not segment.substantive:
+            continue
+        toks = segment.tokens
+        for form in forms:
+            if _contains(toks, form):
+                return 1.0, segment.text
+        content = [t for t in forms[0] if t not in _FILLER]
+        if not content:
+            continue
+        present = [t for t in content if t in toks]
+        share = len(present) / len(content)
+        if share == 1.0:
+            positions = sorted(toks.index(t) for t in content)
+            credit = 0.8 if positions[-1] - positions[0] <= 2 * len(content) + 4 else 0.6
+        elif share >= 0.5 and len(content) >= 2:
+            credit = 0.5 * share
+        else:
+            credit = 0.0
+        if credit > best:
+            best, where = credit, segment.text
+    return best, where
+
+
+def score_expected(expected_outputs: list[str], segments: list[Segment]) -> tuple[float, list[str], list[str]]:
+    """Mean credit over the expected outputs; evidence per output; the outputs found only in non-prose."""
+    if not expected_outputs:
+        return 1.0, ["the task lists no expected outputs"], []
+    credits, evidence, unsupported = [], [], []
+    bare = [s for s in segments if not s.substantive and s.kind != "heading"]
+    for expected in expected_outputs:
+        credit, where = expected_credit(expected, segments)
+        credits.append(credit)
+        if where is not None:
+            evidence.append(f"{expected} ({credit:.1f}): \"{_snippet(where)}\"")
+        else:
+            evidence.append(f"{expected}: missing")
+            if any(_contains(s.tokens, form) for s in bare for form in expected_forms(expected)):
+                unsupported.append(expected)
+    return sum(credits) / len(credits), evidence, unsupported

@@ -1,0 +1,160 @@
+"""Turns an answer into scored segments: sentences of prose, list items, headings and code blocks, each
+tokenised (case, separator and camelCase insensitive, lightly stemmed) and marked as substantive or not.
+
+Signals only count inside substantive segments, so a bare list of buzzwords earns nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from core.rewards.code_blocks import BlockReport, check_block, split_fences
+
+_CAMEL_LOWER_UPPER = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_CAMEL_ACRONYM = re.compile(r"(?<=[A-Z])(?=[A-Z][a-z])")
+_TOKEN = re.compile(r"[a-z0-9]+")
+_RAW_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^a-z\s])")
+_LIST_MARK = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
+_INLINE_CODE = re.compile(r"`([^`\n]{3,200})`")
+_CLI_COMMAND = re.compile(
+    r"^(?:sudo\s+)?(?:kubectl|helm|aws|gcloud|az|terraform|tofu|docker|podman|git|systemctl|journalctl|psql|mysql|"
+    r"redis-cli|openssl|curl|promtool|velero|argocd|kustomize|trivy|cosign|vault|ansible(?:-playbook)?|pg_dump|"
+    r"pg_restore|pg_basebackup|etcdctl|istioctl|cilium|dig|nslookup|tracepath|ping|ss|lsof|du|df|make|pluto|"
+    r"kubeconform|conftest|crane|skopeo|npm|pip|go|cargo|mvn|gradle|nginx|certbot|patronictl|pgbackrest|k6)\s+\S"
+)
+_HEADING = re.compile(r"^(?:#{1,6}\s+\S|\*\*[^*\n]{2,60}(?::\*\*|\*\*:?)(?:\s|$))")  # "## X" or a "**Label:**"
+_BOLD_ONLY = re.compile(r"^\*\*[^*\n]{2,60}\*\*:?$")
+
+# Function words: real prose has them, a comma list of buzzwords does not.
+STOPWORDS = frozenset(
+    "a an the and or but if then so that this these those to of for in on at by with from into over under "
+    "is are be been being was were it its as not no only each every all any when while before after until "
+    "than which who what why how we you they our your their there here can will would should must may might "
+    "do does done use uses using per via also just both same one first last next instead rather because "
+    "keep make get set let up out off".split()
+)
+
+_IRREGULAR = {"was": "was", "has": "has", "is": "is", "does": "do", "this": "this", "its": "its", "us": "us"}
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """A light stemmer: plural, -ing, -ed and a final -e, so "probes", "probing", "probe" meet."""
+    if len(word) <= 3 or word in _IRREGULAR or not word.isalpha():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("ing") and len(word) > 5:
+        word = word[:-3]
+    elif word.endswith("ed") and len(word) > 4:
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
+        word = word[:-1]
+    if word.endswith("e") and len(word) > 4:
+        word = word[:-1]
+    return word
+
+
+def tokens(text: str) -> list[str]:
+    """Normalised tokens: camelCase and separators split, lowercased, stemmed."""
+    text = _CAMEL_ACRONYM.sub(" ", _CAMEL_LOWER_UPPER.sub(" ", text)).lower()
+    return [stem(t) for t in _TOKEN.findall(text)]
+
+
+def phrase_key(text: str) -> tuple[str, ...]:
+    """The token tuple a phrase (a signal or an expected output) is matched by."""
+    return tuple(tokens(text))
+
+
+@dataclass
+class Segment:
+    """One unit of the answer: a sentence, list item, heading or code block."""
+
+    kind: str  # "sentence" | "item" | "heading" | "table" | "code" | "inline_code"
+    text: str
+    tokens: list[str]
+    substantive: bool
+    reason: str = ""  # why it does not count ("bare list", "too short", "no prose words", "broken code")
+    block: BlockReport | None = None
+
+
+@dataclass
+class Analysis:
+    """Everything the dimensions and penalties read, computed once per answer."""
+
+    answer: str
+    segments: list[Segment] = field(default_factory=list)
+    blocks: list[BlockReport] = field(default_factory=list)
+    prose_lines: list[str] = field(default_factory=list)
+    headings: int = 0
+    words: list[str] = field(default_factory=list)  # raw lowercase words of the whole answer
+
+    @property
+    def counted(self) -> list[Segment]:
+        return [s for s in self.segments if s.substantive]
+
+
+def _prose_judgement(text: str, kind: str) -> tuple[bool, str]:
+    """Is this sentence real prose (enough words, function words, not a comma list of terms)?"""
+    words = [w.lower() for w in _RAW_WORD.findall(text)]
+    n = len(words)
+    min_words = 4 if kind == "table" else 5
+    if n < min_words:
+        return False, "too short"
+    stops = sum(1 for w in words if w in STOPWORDS)
+    if stops < (1 if kind == "table" else 2) or stops / n < 0.1:
+        return False, "no prose words"
+    commas = text.count(",") + text.count(";") + text.count("|")
+    if commas >= 3 and n / (commas + 1) <= 3.0 and stops / n < 0.25:
+        return False, "bare list"
+    return True, ""
+
+
+def _add_prose(analysis: Analysis, text: str) -> None:
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
+        if not line:
+            continue
+        analysis.prose_lines.append(line)
+        if _HEADING.match(line):
+            analysis.headings += 1
+            if line.startswith("#") or _BOLD_ONLY.match(line):
+                analysis.segments.append(Segment("heading", line, tokens(line), False, "heading"))
+                continue
+        kind = "sentence"
+        if _LIST_MARK.match(line):
+            kind, line = "item", _LIST_MARK.sub("", line, count=1)
+        elif line.startswith("|"):
+            if set(line) <= set("|-: "):
+                continue
+            kind = "table"
+        for span in _INLINE_CODE.findall(line):
+            if _CLI_COMMAND.match(span.strip()):
+                analysis.segments.append(Segment("inline_code", span, tokens(span), True))
+        for sentence in (_SENTENCE_END.split(line) if kind != "table" else [line]):
+            ok, reason = _prose_judgement(sentence, kind)
+            analysis.segments.append(Segment(kind, sentence, tokens(sentence), ok, reason))
+
+
+def analyse(answer: str) -> Analysis:
+    """Split the answer into segments and check its code blocks."""
+    analysis = Analysis(answer=answer, words=[w.lower() for w in _RAW_WORD.findall(answer)])
+    for part in split_fences(answer):
+        if part.lang is None:
+            _add_prose(analysis, part.body)
+            continue
+        report = check_block(part)
+        analysis.blocks.append(report)
+        if report.kind == "text":
+            _add_prose(analysis, part.body)
+            continue
+        reason = "" if report.valid else "broken code"
+        analysis.segments.append(Segment("code", part.body, tokens(part.body), report.valid, reason, report))
+    return analysis
