@@ -125,6 +125,13 @@ def test_keys_verl_knows_pass_through_and_round_trip(tmp_path):
     assert "critic.cliprange_value=0.3 (verl only)" in ignored
 
 
+@pytest.mark.skipif(verl_key_tree() is None, reason="verl not installed")
+def test_dynamic_batch_size_skips_the_batch_arithmetic_like_verl():
+    bad_mini = ["actor_rollout_ref.actor.ppo_mini_batch_size=64"]
+    assert validate(load_config(overrides=bad_mini)) != []
+    assert validate(load_config(overrides=[*bad_mini, "actor_rollout_ref.actor.use_dynamic_bsz=true"])) == []
+
+
 def test_native_ignored_settings_lists_verl_only_changes():
     assert native_ignored_settings(load_config("default")) == []
     ignored = native_ignored_settings(load_config(overrides=["actor_rollout_ref.rollout.gpu_memory_utilization=0.5",

@@ -652,6 +652,34 @@ def total_steps(cfg: TrainingConfig) -> int | None:
     return None if per_epoch is None else per_epoch * cfg.trainer.total_epochs
 
 
+def _batch_problems(cfg: TrainingConfig, gpus: int) -> list[str]:
+    """verl's batch-size arithmetic (`validate_config`, `ActorConfig.validate`, the FSDP worker's normalisation)."""
+    data, actor, rollout = cfg.data, cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
+    if cfg.verl_overrides.get("actor_rollout_ref.actor.use_dynamic_bsz") is True:
+        return []  # verl skips these checks when sequences are packed by token count
+    problems = []
+    real_batch = data.train_batch_size * rollout.n
+    if real_batch % gpus:
+        problems.append(f"data.train_batch_size: {data.train_batch_size}: train_batch_size x rollout.n = {real_batch} "
+                        f"is not divisible by the {gpus} GPUs; use a multiple of {gpus // math.gcd(gpus, rollout.n)}")
+    if actor.ppo_mini_batch_size > data.train_batch_size:
+        problems.append(f"actor_rollout_ref.actor.ppo_mini_batch_size: {actor.ppo_mini_batch_size}: larger than "
+                        f"data.train_batch_size ({data.train_batch_size}); set it <= {data.train_batch_size}")
+        return problems
+    mini_per_gpu = actor.ppo_mini_batch_size * rollout.n // gpus  # verl normalises the mini-batch like this
+    micro = actor.ppo_micro_batch_size_per_gpu
+    if mini_per_gpu == 0:
+        problems.append(f"actor_rollout_ref.actor.ppo_mini_batch_size: {actor.ppo_mini_batch_size}: x rollout.n "
+                        f"({rollout.n}) is smaller than the {gpus} GPUs; raise it to >= {math.ceil(gpus / rollout.n)}")
+    elif micro > mini_per_gpu:
+        problems.append(f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: {micro}: larger than the mini-batch per "
+                        f"GPU ({mini_per_gpu} = ppo_mini_batch_size x n / GPUs); set it <= {mini_per_gpu}")
+    elif mini_per_gpu % micro:
+        problems.append(f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: {micro}: does not divide the mini-batch "
+                        f"per GPU ({mini_per_gpu}); use a divisor of {mini_per_gpu}")
+    return problems
+
+
 def validate(cfg: TrainingConfig, n_gpus: int | None = None) -> list[str]:
     """Problems verl (or the native backend) would hit, one per string: "key: value: why; fix". Empty when fine."""
     problems: list[str] = []
@@ -661,25 +689,7 @@ def validate(cfg: TrainingConfig, n_gpus: int | None = None) -> list[str]:
     if n_gpus is not None and gpus > n_gpus:
         problems.append(f"trainer.n_gpus_per_node: {trainer.n_gpus_per_node}: asks for {gpus} GPUs but {n_gpus} "
                         f"{'is' if n_gpus == 1 else 'are'} available; set trainer.n_gpus_per_node={max(n_gpus, 1)}")
-    real_batch = data.train_batch_size * rollout.n
-    if real_batch % gpus:
-        problems.append(f"data.train_batch_size: {data.train_batch_size}: train_batch_size x rollout.n = {real_batch} "
-                        f"is not divisible by the {gpus} GPUs; use a multiple of {gpus // math.gcd(gpus, rollout.n)}")
-    if actor.ppo_mini_batch_size > data.train_batch_size:
-        problems.append(f"actor_rollout_ref.actor.ppo_mini_batch_size: {actor.ppo_mini_batch_size}: larger than "
-                        f"data.train_batch_size ({data.train_batch_size}); set it <= {data.train_batch_size}")
-    else:
-        mini_per_gpu = actor.ppo_mini_batch_size * rollout.n // gpus  # verl normalises the mini-batch like this
-        if mini_per_gpu == 0:
-            problems.append(f"actor_rollout_ref.actor.ppo_mini_batch_size: {actor.ppo_mini_batch_size}: x rollout.n "
-                            f"({rollout.n}) is smaller than the {gpus} GPUs; raise it to >= {math.ceil(gpus / rollout.n)}")
-        elif actor.ppo_micro_batch_size_per_gpu > mini_per_gpu:
-            problems.append(f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: {actor.ppo_micro_batch_size_per_gpu}: "
-                            f"larger than the mini-batch per GPU ({mini_per_gpu} = ppo_mini_batch_size x n / GPUs); "
-                            f"set it <= {mini_per_gpu}")
-        elif mini_per_gpu % actor.ppo_micro_batch_size_per_gpu:
-            problems.append(f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: {actor.ppo_micro_batch_size_per_gpu}: "
-                            f"does not divide the mini-batch per GPU ({mini_per_gpu}); use a divisor of {mini_per_gpu}")
+    problems += _batch_problems(cfg, gpus)
     if algo.adv_estimator in GROUP_ESTIMATORS and rollout.n < 2:
         problems.append(f"actor_rollout_ref.rollout.n: {rollout.n}: {algo.adv_estimator} compares the responses to "
                         "one prompt, so it needs at least 2; set rollout.n >= 2 (4 is the usual balance)")
