@@ -170,3 +170,33 @@ def test_runs_list_and_show(tmp_path):
     assert "checkpoint" in shown and "critic/score/mean" in shown
     empty = cli(tmp_path / "none", "runs", "list")
     assert empty.returncode == 0 and "no runs under" in empty.stdout
+
+
+def test_tail_follow_on_a_terminal_draws_a_live_table(tmp_path):
+    """On a TTY the table is drawn by rich Live; a finished run is drawn once and tail exits."""
+    import pty
+
+    code = ("import sys; from core.training.config import load_config; from core.training.rundir import RunDirectory; "
+            "r = RunDirectory.create(sys.argv[1], mode='ci-fast', backend='torch', config=load_config('ci-fast'), run_id='done'); "
+            "[r.log_metrics(s, {'critic/score/mean': s / 8, 'actor/entropy': 1.25}) for s in (1, 2, 3)]; r.set_status('finished', 'ok')")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, env=cli_env(tmp_path), check=True, timeout=120)
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "core.cli.main", "tail", "done", "--follow"], cwd=REPO,
+                            env={**cli_env(tmp_path), "COLUMNS": "100", "TERM": "xterm-256color"},
+                            stdout=follower, stderr=subprocess.DEVNULL)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the child closed its end
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=60) == 0
+    screen = b"".join(chunks).decode("utf-8", "replace")
+    assert "\x1b[" in screen  # drawn with terminal control sequences, not plain lines
+    for text in ("step", "reward", "entropy", "0.375", "1.25", "run finished: ok"):
+        assert text in screen
