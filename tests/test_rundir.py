@@ -180,7 +180,8 @@ def test_secrets_never_land_in_the_run_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["devops-rl", "train", "--set", f"trainer.experiment_name={secret}"])
     cfg = load_config(overrides=[f"trainer.experiment_name={secret}"])
     run = RunDirectory.create(tmp_path, mode="train", backend="torch", config=cfg)
-    run.log_samples(1, [{"prompt": f"use api_key={secret}", "response": "ok"}])
+    run.log_samples(1, [{"prompt": f"use api_key={secret}", "response": "ok",
+                         "breakdown": {"evidence": {"hardcoded_secret": [f"OPENAI_API_KEY={secret}"]}}}])
     run.event("warning", message=f"bad key {secret}")
     run.set_status("failed", f"auth failed for {secret}")
     for path in run.path.rglob("*"):

@@ -57,6 +57,19 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def _masked(value: Any) -> Any:
+    """Every string inside nested dicts and lists passed through `mask_secrets`."""
+    from core.log import mask_secrets
+
+    if isinstance(value, str):
+        return mask_secrets(value)
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_masked(v) for v in value]
+    return value
+
+
 def append_jsonl(path: Path, record: dict) -> None:
     """Append one JSON line with a single write and flush it, so a crash loses at most this line."""
     line = json.dumps(_finite(record), ensure_ascii=False, allow_nan=False, default=str) + "\n"
@@ -201,18 +214,13 @@ class RunDirectory:
         append_jsonl(self.metrics_path, {"step": int(step), "data": data})
 
     def log_samples(self, step: int, samples: list[dict]) -> None:
-        """A few of this step's prompts and responses with their rewards; secrets in the text are masked."""
-        from core.log import mask_secrets
-
-        clean = [{k: mask_secrets(v) if isinstance(v, str) else v for k, v in sample.items()} for sample in samples]
-        append_jsonl(self.samples_path, {"step": int(step), "samples": clean})
+        """A few of this step's prompts and responses with their rewards; secrets anywhere in them are masked
+        (the reward's evidence quotes answers, and a hard-coded secret is exactly what it quotes)."""
+        append_jsonl(self.samples_path, {"step": int(step), "samples": _masked(list(samples))})
 
     def event(self, kind: str, **fields: Any) -> None:
         """A lifecycle event line: {"time": iso, "event": kind, ...fields}."""
-        from core.log import mask_secrets
-
-        clean = {k: mask_secrets(v) if isinstance(v, str) else v for k, v in fields.items()}
-        append_jsonl(self.events_path, {"time": now_iso(), "event": kind, **clean})
+        append_jsonl(self.events_path, {"time": now_iso(), "event": kind, **_masked(fields)})
 
     def meta(self) -> dict:
         """meta.json as a dict ({} when it cannot be read)."""
