@@ -195,6 +195,16 @@ def _stop_child(child: subprocess.Popen) -> None:
             log.warning("verl child %d still running after %s; escalating", child.pid, signal.Signals(sig).name)
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it if this process dies (SIGKILL, crash), so verl never runs orphaned."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _interrupt_on_sigterm(received: list[str]) -> Callable[[], None]:
     """Make SIGTERM (the cockpit's stop) behave like Ctrl-C while we watch verl; returns the undo."""
     import threading
@@ -265,6 +275,7 @@ def run_verl_training(cfg, *, mode: str, run_dir, resume: bool = False, ray_addr
             [sys.executable, "-m", "core.training.verl_backend.launch", str(run_dir.path)],
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
             env=child_env(verl_dir), start_new_session=True,  # Ctrl-C reaches us; we stop verl in order
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     run_dir.update_meta(pid=os.getpid(), child_pid=child.pid)
     stopped_by = None
