@@ -101,7 +101,8 @@ def run_training(
     if backend == "verl":
         from core.training.verl_backend.launch import run_verl_training
 
-        return run_verl_training(cfg, mode=mode, run_dir=run_dir, resume=resume, ray_address=ray_address)
+        return run_verl_training(cfg, mode=mode, run_dir=run_dir, resume=resume, ray_address=ray_address,
+                                 progress=progress)
     if ray_address:
         raise UserError("--ray-address is for the verl backend; drop it or use --backend verl")
     from core.training.native import run_native
