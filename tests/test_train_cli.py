@@ -90,13 +90,19 @@ def test_n_runners_scores_in_worker_processes_with_the_same_results():
         local.close()
 
 
-def test_reweighting_moves_the_final_reward_towards_the_weighted_dimensions():
-    from core.training.native import reweighted_reward
+def test_reward_weights_of_the_config_reach_the_reward():
+    from core.rewards import score
+    from core.training.native import RewardScorer
+    from tasks import load_tasks
 
-    breakdown = {"final_reward": 0.25, "dimensions": {"security": 1.0, "automation": 0.0}}  # unweighted mean 0.5, x0.5 penalty
-    assert reweighted_reward(breakdown, {}) == pytest.approx(0.25)
-    assert reweighted_reward(breakdown, {"security": 3.0}) == pytest.approx(0.75 * 0.5)
-    assert reweighted_reward(breakdown, {"automation": 3.0}) == pytest.approx(0.25 * 0.5)
+    task = load_tasks()[0].to_dict()
+    answer = task["reference_answer"]
+    only_security = {task["type"]: {"security": 1.0, **{d: 0.0 for d in ("automation", "reliability", "observability", "documentation", "expected_outputs")}}}
+    plain = RewardScorer(1).score([answer], [task])[0]
+    weighted = RewardScorer(1, only_security).score([answer], [task])[0]
+    assert plain == score(answer, task).to_dict()
+    assert weighted["final_reward"] == score(answer, task, weights=only_security[task["type"]]).final_reward
+    assert weighted["final_reward"] != plain["final_reward"]
 
 
 def test_progress_lines_and_the_closing_summary(tmp_path):

@@ -190,25 +190,11 @@ class RewardScorer:
 
 
 def score_one(job: tuple[str, dict, dict[str, float]]) -> dict:
-    """One reward breakdown as a dict; per-type dimension weights re-weight the final reward when given."""
+    """One reward breakdown as a dict; `devops.reward_weights` for the task's type override dimension weights."""
     from core.rewards import score
 
     answer, task, weights = job
-    breakdown = score(answer, task).to_dict()
-    if weights:
-        breakdown["final_reward"] = reweighted_reward(breakdown, weights)
-    return breakdown
-
-
-def reweighted_reward(breakdown: dict, weights: dict[str, float]) -> float:
-    """Final reward with the user's per-dimension weights: the weighted mean of the dimensions times the
-    penalty factor the reward itself applied (final / unweighted mean), clipped to [0, 1]."""
-    dims = breakdown["dimensions"]
-    plain = sum(dims.values()) / max(1, len(dims))
-    factor = breakdown["final_reward"] / plain if plain > 0 else 0.0
-    total_w = sum(weights.get(name, 1.0) for name in dims)
-    weighted = sum(value * weights.get(name, 1.0) for name, value in dims.items()) / max(total_w, 1e-9)
-    return max(0.0, min(1.0, weighted * factor))
+    return score(answer, task, weights=weights or None).to_dict()
 
 
 def _peak_rss_gb() -> float:
