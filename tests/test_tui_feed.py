@@ -179,3 +179,14 @@ def test_chart_buckets_points_by_step_not_by_index():
 def test_smoothing_and_axis_labels():
     assert smooth([1.0, 1.0, 1.0]) == pytest.approx([1.0, 1.0, 1.0])  # debiased: no pull towards 0
     assert len(axis_label(0.000123)) <= 6 and len(axis_label(-123456.0)) <= 6
+
+
+def test_memory_chart_prefers_gpu_figures_and_falls_back_to_host():
+    from devops_tui.screens.live import memory_keys, memory_label
+
+    gpu = ["actor/perf/max_memory_allocated_gb", "gpu/0/memory_used_gb", "gpu/0/memory_total_gb",
+           "perf/cpu_memory_used_gb", "host/memory_used_gb"]
+    assert memory_keys(gpu) == gpu[:3]
+    assert [memory_label(k) for k in memory_keys(gpu)] == ["allocated", "gpu0 used", "gpu0 total"]
+    host = ["perf/cpu_memory_used_gb", "host/memory_used_gb", "host/memory_total_gb", "actor/pg_loss"]
+    assert [memory_label(k) for k in memory_keys(host)] == ["process", "host used", "host total"]

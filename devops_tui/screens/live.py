@@ -54,12 +54,23 @@ def memory_keys(keys) -> list[str]:
     """Allocated/reserved, NVML used/total per GPU; host memory when there is no GPU figure at all."""
     keys = set(keys)
     chosen = [k for k in MEMORY_KEYS if k in keys]
-    for k in sorted(keys):
-        if k.startswith("gpu/") and (k.endswith("/memory_used_gb") or k.endswith("/memory_total_gb")):
-            chosen.append(k)
+    gpus = sorted({k.split("/")[1] for k in keys if k.startswith("gpu/") and k.endswith("/memory_used_gb")}, key=int)
+    for index in gpus:
+        chosen += [k for k in (f"gpu/{index}/memory_used_gb", f"gpu/{index}/memory_total_gb") if k in keys]
     if not any(k.startswith("gpu/") for k in chosen):
-        chosen += [k for k in ("perf/cpu_memory_used_gb", "host/memory_used_gb") if k in keys]
+        chosen += [k for k in ("perf/cpu_memory_used_gb", "host/memory_used_gb", "host/memory_total_gb") if k in keys]
     return chosen[:4]
+
+
+def memory_label(key: str) -> str:
+    """Short legend names: allocated, reserved, gpu0 used, gpu0 total, process, host used, host total."""
+    names = {"actor/perf/max_memory_allocated_gb": "allocated", "actor/perf/max_memory_reserved_gb": "reserved",
+             "perf/cpu_memory_used_gb": "process", "host/memory_used_gb": "host used",
+             "host/memory_total_gb": "host total"}
+    if key in names:
+        return names[key]
+    parts = key.split("/")  # gpu/<i>/memory_used_gb
+    return f"gpu{parts[1]} {parts[2].removeprefix('memory_').removesuffix('_gb')}"
 
 
 def penalty_keys(keys) -> list[str]:
@@ -224,11 +235,12 @@ class LiveScreen(Screen):
         elif tab == "tab-system":
             charts = list(self.query_one("#tab-system").query(MetricChart))
             mem = memory_keys(series)
-            charts[0].set_series(series, mem, [k.replace("actor/perf/max_", "").replace("_gb", "") for k in mem])
+            charts[0].set_series(series, mem, [memory_label(k) for k in mem])
             charts[1].set_series(series)
             charts[2].set_series(series)
             util = sorted(k for k in series if k.startswith("gpu/") and k.endswith("/util"))[:4]
-            charts[3].set_series(series, util, [k.split("/")[1] for k in util])
+            charts[3].title = "GPU util %" if util else "host CPU %"
+            charts[3].set_series(series, util or ["host/cpu_percent"], [f"gpu{k.split('/')[1]}" for k in util] or ["cpu"])
         elif tab == "tab-samples" and state.samples:
             self.query_one("#live-samples", Static).update(describe_sample(state.samples[-1]))
 
