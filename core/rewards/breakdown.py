@@ -13,7 +13,7 @@ from typing import Any
 from core.errors import UserError
 from core.rewards import penalties as pen
 from core.rewards.penalties import PENALTIES
-from core.rewards.signals import score_dimensions, score_expected
+from core.rewards.signals import annotate, score_dimensions, score_expected
 from core.rewards.text import analyse
 
 DIMENSIONS = ("automation", "reliability", "security", "observability", "documentation", "expected_outputs")
@@ -107,6 +107,7 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None)
     answer = "" if answer is None else str(answer)
     weight = weights_for(task_type, weights)
     analysis = analyse(answer)
+    annotate(analysis.segments)
     dense = pen.mark_dense_segments(analysis)
 
     dimensions, evidence = score_dimensions(analysis.segments)

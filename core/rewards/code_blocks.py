@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+#.\-]*)")
 _LANGS = {
@@ -30,6 +31,7 @@ _SHELL_STRICT = re.compile(r"^\s*set\s+(?:-[a-zA-Z]*e[a-zA-Z]*\b|-o\s+errexit)",
 _SHELL_PAIRS = ((re.compile(r"(?:^|[;\s])if\s"), re.compile(r"(?:^|[;\s])fi\b")),
                 (re.compile(r"(?:^|[;\s])case\s"), re.compile(r"(?:^|[;\s])esac\b")),
                 (re.compile(r"(?:^|[;\s])do\b"), re.compile(r"(?:^|[;\s])done\b")))
+_SHELL_QUOTED = re.compile(r"\"(?:\\.|[^\"\\])*\"|'[^']*'")
 _YAML_LINE = re.compile(r"^(?:[\w.\-/\"']+:(?:\s|$)|-\s+[\w.\-\"']+:\s|---\s*$)")
 _STRINGS_AND_COMMENTS = re.compile(r"\"(?:\\.|[^\"\\\n])*\"|'[^'\n]*'|(?:^|\s)(?:#|//|--\s).*$", re.M)
 _PLACEHOLDER = re.compile(r"\.\.\.|<[^>\n]+>|\{\{|\{%")
@@ -163,6 +165,21 @@ def _check_k8s(doc: dict, report: BlockReport) -> None:
 
 
 def _check_yaml(body: str, report: BlockReport) -> None:
+    problems, issues, facts = _yaml_findings(body)
+    report.problems.extend(problems)
+    report.issues.extend(issues)
+    report.facts.extend(facts)
+
+
+@lru_cache(maxsize=1024)
+def _yaml_findings(body: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(problems, issues, facts) of one YAML block; cached because parsing is the costliest check."""
+    report = BlockReport(kind="yaml", lang="yaml", line=0)
+    _parse_yaml(body, report)
+    return tuple(report.problems), tuple(report.issues), tuple(report.facts)
+
+
+def _parse_yaml(body: str, report: BlockReport) -> None:
     import yaml
 
     if "{{" in body or "{%" in body:
@@ -227,8 +244,9 @@ def _check_dockerfile(body: str, report: BlockReport) -> None:
 
 def _check_shell(body: str, report: BlockReport) -> None:
     code = "\n".join(ln for ln in body.splitlines() if not ln.lstrip().startswith("#") or ln.startswith("#!"))
+    unquoted = _SHELL_QUOTED.sub("''", code)
     for opener, closer in _SHELL_PAIRS:
-        if len(opener.findall(code)) != len(closer.findall(code)):
+        if len(opener.findall(unquoted)) != len(closer.findall(unquoted)):
             report.problems.append("shell: unbalanced if/fi, case/esac or do/done")
             return
     if code.rstrip().endswith("\\"):

@@ -7,48 +7,55 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from core.rewards.signals import match_signals
 from core.rewards.text import Analysis, Segment
 
 PENALTIES = ("keyword_stuffing", "repetition", "degenerate", "length", "broken_code", "hardcoded_secret", "dangerous_advice")
 
 SHORT_WORDS = 60  # below this an answer cannot explain a DevOps change
 LONG_WORDS = 1500  # about 10 KB: beyond this the answer is padded (or the model rambles)
-DENSE_SEGMENT = 0.45  # rubric hits per token above which a segment is a keyword string, not prose
+DENSE_SEGMENT = 0.6  # share of a sentence's tokens that are rubric phrases above which it is a keyword string
+DENSE_SEGMENT_TERSE = 0.55  # the same for short sentences or ones with hardly any function words
 NGRAM = 8
 
 _NEGATION = re.compile(r"(?i)\b(?:never|don'?t|do not|does not|must not|should not|avoid|instead of|rather than|not|no|"
                        r"without|forbid\w*|block\w*|den(?:y|ies)|reject\w*|disallow\w*|prevent\w*|instead)\b")
+# (label, literal triggers, pattern): the pattern only runs when a trigger is in the text (speed).
 _SECRETS = [
-    ("AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("AWS secret access key", re.compile(r"(?i)aws_secret_access_key\s*[=:]\s*[\"']?[A-Za-z0-9/+]{40}\b")),
-    ("private key", re.compile(r"-----BEGIN (?:RSA |EC |OPENSSH |DSA )?PRIVATE KEY-----")),
-    ("API token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9]{20,}|xox[baprs]-[A-Za-z0-9-]{10,}|glpat-[A-Za-z0-9_-]{20})\b")),
-    ("password in config", re.compile(
-        r"(?i)\b(?:[A-Z0-9]+_)*(?:PASSWORD|PASSWD|API_?KEY|ACCESS_TOKEN|AUTH_TOKEN|CLIENT_SECRET|SECRET_KEY)\b[\"']?"
+    ("AWS access key id", ("AKIA", "ASIA"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("AWS secret access key", ("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY"), re.compile(r"(?i)aws_secret_access_key\s*[=:]\s*[\"']?[A-Za-z0-9/+]{40}\b")),
+    ("private key", ("PRIVATE KEY",), re.compile(r"-----BEGIN (?:RSA |EC |OPENSSH |DSA )?PRIVATE KEY-----")),
+    ("API token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "sk-", "xox", "glpat-"), re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9]{20,}|xox[baprs]-[A-Za-z0-9-]{10,}|glpat-[A-Za-z0-9_-]{20})\b")),
+    ("password in config", ("password", "passwd", "api_key", "apikey", "access_token", "auth_token", "client_secret",
+                            "secret_key", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "ACCESS_TOKEN", "AUTH_TOKEN",
+                            "CLIENT_SECRET", "SECRET_KEY", "Password"), re.compile(
+        r"(?i)(?:PASSWORD|PASSWD|API_?KEY|ACCESS_TOKEN|AUTH_TOKEN|CLIENT_SECRET|SECRET_KEY)\b[\"']?"
         r"\s*[=:]\s*[\"']?(?P<value>[^\s\"'`,;)}]{4,})")),
-    ("password in env value", re.compile(
-        r"(?i)name:\s*[\"']?\w*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY)\w*[\"']?\s*\n\s*value:\s*[\"']?(?P<value>[^\s\"']{4,})")),
-    ("password in URL", re.compile(r"\b[a-z][a-z0-9+]*://[^\s:/@]+:(?P<value>[^\s@/]{3,})@[\w.-]+")),
+    ("password in env value", ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "API_KEY", "APIKEY"), re.compile(
+        r"name:\s*[\"']?\w*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY)\w*[\"']?\s*\n\s*value:\s*[\"']?(?P<value>[^\s\"']{4,})")),
+    ("password in URL", ("@",), re.compile(r"\b[a-z][a-z0-9+]*://[^\s:/@]+:(?P<value>[^\s@/]{3,})@[\w.-]+")),
 ]
 _PLACEHOLDER_VALUE = re.compile(
     r"(?i)^(?:\$|<|\{|%|\*|x{3,}|\.{3}|redacted|example|placeholder|changeme_in_vault|null|none|true|false|yes|no|"
     r"from_env|env|secret|password|required|optional|string|your[-_]|ref\+|vault:|arn:|projects/|file:|/|\(|\[)"
 )
+_MULTILINE = frozenset({"password in env value", "IAM wildcard on everything"})
+_FROM_ENV = re.compile(r"(?i)environ|getenv|process\.env|\benv\b|secret|vault|\(|\[")
 _DANGERS = [
-    ("pipes a download into a shell", re.compile(r"(?i)\b(?:curl|wget)\b[^|\n]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b")),
-    ("chmod 777", re.compile(r"(?i)\bchmod\s+(?:-R\s+)?(?:0?777|a\+rwx|ugo\+rwx)\b")),
-    ("disables TLS verification", re.compile(
+    ("pipes a download into a shell", ("curl", "wget"), re.compile(r"(?i)\b(?:curl|wget)\b[^|\n]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b")),
+    ("chmod 777", ("chmod",), re.compile(r"(?i)\bchmod\s+(?:-R\s+)?(?:0?777|a\+rwx|ugo\+rwx)\b")),
+    ("disables TLS verification", ("insecure", " -k", "verify=", "verify =", "verify:", "reject_unauthorized",
+                                   "no-check-cert", "disabl"), re.compile(
         r"(?i)(?:--insecure\b|\bcurl\b[^\n]*\s-k\b|verify\s*=\s*False|InsecureSkipVerify\s*:\s*true|insecure-skip-tls-verify|"
         r"NODE_TLS_REJECT_UNAUTHORIZED\s*=\s*[\"']?0|--no-check-certificate|(?:tls|ssl)_?verify\s*[:=]\s*(?:false|0)|"
         r"\bdisabl\w*\s+(?:the\s+)?(?:tls|ssl|certificate)\s+(?:verification|validation|checks?))")),
-    ("runs as root or privileged", re.compile(
+    ("runs as root or privileged", ("privileged:", "privilegeescalation: true", "--privileged", "runasuser: 0",
+                                    "user root", "user 0", "as root"), re.compile(
         r"(?i)(?:privileged\s*:\s*true|runAsUser\s*:\s*0\b|allowPrivilegeEscalation\s*:\s*true|docker run[^\n]*--privileged|"
-        r"^\s*USER\s+(?:root|0)\s*$|\brun\w*\s+(?:it\s+|the\s+\w+\s+|containers?\s+)?as\s+root\b)", re.M)),
-    ("opens an admin port to the internet", re.compile(
+        r"^\s*USER\s+(?:root|0)\s*$|\brun\w*\s+(?:it\s+|the\s+\w+\s+|containers?\s+)?as\s+root\b)")),
+    ("opens an admin port to the internet", ("0.0.0.0/0",), re.compile(
         r"(?i)(?:\b(?:22|3389|5432|3306|6379|27017)\b[^\n]*0\.0\.0\.0/0|0\.0\.0\.0/0[^\n]*\b(?:22|3389|5432|3306|6379|27017)\b)")),
-    ("IAM wildcard on everything", re.compile(r"(?is)\"Action\"\s*:\s*\"\*\".{0,80}\"Resource\"\s*:\s*\"\*\"")),
-    ("turns off host or OS protections", re.compile(r"(?i)\bsetenforce\s+0\b|StrictHostKeyChecking[= ]+no\b|\bufw\s+disable\b")),
+    ("IAM wildcard on everything", ('"action"',), re.compile(r"(?is)\"Action\"\s*:\s*\"\*\".{0,80}\"Resource\"\s*:\s*\"\*\"")),
+    ("turns off host or OS protections", ("setenforce", "stricthostkeychecking", "ufw"), re.compile(r"(?i)\bsetenforce\s+0\b|StrictHostKeyChecking[= ]+no\b|\bufw\s+disable\b")),
 ]
 
 
@@ -60,10 +67,11 @@ def mark_dense_segments(analysis: Analysis) -> list[str]:
     """Un-count prose segments that are strings of rubric keywords; returns their evidence."""
     evidence = []
     for segment in analysis.segments:
-        if not segment.substantive or segment.kind == "inline_code" or len(segment.tokens) < 6:
+        if not segment.substantive or segment.kind in ("inline_code", "code") or len(segment.tokens) < 6:
             continue
-        density = len(match_signals(segment.tokens)) / len(segment.tokens)
-        if density > DENSE_SEGMENT:
+        density = segment.covered / len(segment.tokens)
+        limit = DENSE_SEGMENT if segment.stops >= 2 and len(segment.tokens) >= 10 else DENSE_SEGMENT_TERSE
+        if density > limit:
             segment.substantive, segment.reason = False, "keyword dense"
             evidence.append(f"{density:.0%} of the words are rubric keywords: \"{segment.text[:70]}\"")
     return evidence
@@ -78,17 +86,16 @@ def keyword_stuffing(analysis: Analysis, dense_evidence: list[str], unsupported:
     for segment in analysis.segments:
         if segment.substantive or segment.kind in ("heading", "code") or not segment.tokens:
             continue
-        hits = len(match_signals(segment.tokens))
-        if hits and (segment.reason == "keyword dense" or hits / len(segment.tokens) >= 0.25):
+        if segment.reason == "keyword dense" or (len(segment.hits) >= 2 and segment.covered / len(segment.tokens) >= 0.3):
             stuffed += len(segment.tokens)
             if segment.reason != "keyword dense" and len(evidence) < 6:
                 evidence.append(f"bare buzzword list ({segment.reason}): \"{segment.text[:70]}\"")
     share = stuffed / total
-    value = max(0.0, share - 0.05) * 1.2
+    value = max(0.0, share - 0.08) * 1.2
     if unsupported:
         value += 0.25 * len(unsupported) / max(1, n_expected)
         evidence.append("expected outputs only in bare lists: " + ", ".join(unsupported))
-    if share > 0.05:
+    if share > 0.08:
         evidence.insert(0, f"{share:.0%} of the answer is keyword lists")
     return _clip(value, 0.6), evidence if value > 0 else []
 
@@ -99,7 +106,7 @@ def repetition(analysis: Analysis) -> tuple[float, list[str]]:
     evidence = []
     ngram_dup = 0.0
     if len(words) >= 4 * NGRAM:
-        grams = Counter(tuple(words[i : i + NGRAM]) for i in range(len(words) - NGRAM + 1))
+        grams = Counter(zip(*(words[i:] for i in range(NGRAM))))
         total = sum(grams.values())
         ngram_dup = 1.0 - len(grams) / total
     lines = [ln.strip().lower() for ln in analysis.answer.splitlines() if len(ln.strip()) >= 25]
@@ -116,19 +123,24 @@ def repetition(analysis: Analysis) -> tuple[float, list[str]]:
     return _clip(value, 0.6), evidence if value > 0 else []
 
 
+_SPACE = re.compile(r"\s+")
+_NON_LETTER = re.compile(r"[\W\d_]+")
+_ODD_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffd\ue000-\uf8ff]")
+_LONG_CHUNK = re.compile(r"(?<!\S)[^\s/]{46,}(?!\S)")
+
+
 def degenerate(analysis: Analysis) -> tuple[float, list[str]]:
     """Garbage: few distinct characters or words, little alphabetic text, long unbroken strings."""
-    text = analysis.answer
-    visible = [c for c in text if not c.isspace()]
+    visible = _SPACE.sub("", analysis.answer)
     if len(visible) < 40:
         return 0.0, []
     evidence = []
     value = 0.0
-    distinct = len(set(c.lower() for c in visible))
+    distinct = len(set(visible.lower()))
     if distinct < 15:
         value += 0.4
         evidence.append(f"only {distinct} distinct characters")
-    letters = sum(1 for c in visible if c.isalpha())
+    letters = len(_NON_LETTER.sub("", visible))
     if letters / len(visible) < 0.5:
         value += 0.3
         evidence.append(f"only {letters / len(visible):.0%} letters")
@@ -136,12 +148,12 @@ def degenerate(analysis: Analysis) -> tuple[float, list[str]]:
     if len(words) >= 40 and len(set(words)) / len(words) < 0.2:
         value += 0.3
         evidence.append(f"only {len(set(words))} distinct words of {len(words)}")
-    prose = " ".join(analysis.prose_lines)
-    chunks = [w for w in prose.split() if len(w) > 45 and "://" not in w and "/" not in w]
+    prose = "\n".join(analysis.prose_lines)
+    chunks = _LONG_CHUNK.findall(prose)
     if chunks and len(chunks) * 60 > len(prose.split()):
         value += 0.3
         evidence.append(f"{len(chunks)} unbroken strings longer than 45 characters")
-    odd = sum(1 for c in visible if c == "\ufffd" or (ord(c) < 32) or 0xE000 <= ord(c) <= 0xF8FF)
+    odd = len(_ODD_CHARS.findall(visible))
     if odd * 20 > len(visible):
         value += 0.3
         evidence.append(f"{odd} control or replacement characters")
@@ -180,37 +192,51 @@ def _line_at(text: str, pos: int) -> str:
     return text[start : end if end >= 0 else len(text)]
 
 
+def _findings(text: str, patterns, lowercase_triggers: bool) -> list[tuple[str, re.Match, str]]:
+    """(label, match, line) for each pattern, run only on the lines holding one of its triggers."""
+    lines = text.splitlines()
+    lowered = text.lower() if lowercase_triggers else text
+    lowered_lines = lowered.splitlines() if lowercase_triggers else lines
+    found = []
+    for label, triggers, pattern in patterns:
+        if not any(t in lowered for t in triggers):
+            continue
+        if label in _MULTILINE:  # these patterns span lines: they see the whole text
+            found.extend((label, m, _line_at(text, m.start())) for m in pattern.finditer(text))
+            continue
+        for line, low in zip(lines, lowered_lines):
+            if any(t in low for t in triggers):
+                found.extend((label, m, line) for m in pattern.finditer(line))
+    return found
+
+
 def hardcoded_secrets(analysis: Analysis) -> list[str]:
     """Each secret written into the answer (placeholders and ${VAR} references are fine)."""
-    text = analysis.answer
     found = []
-    for label, pattern in _SECRETS:
-        for match in pattern.finditer(text):
-            value = match.groupdict().get("value")
-            if value is not None and (_PLACEHOLDER_VALUE.match(value) or value.isupper() and "_" in value):
-                continue
-            if "EXAMPLE" in match.group(0):
-                continue
-            found.append(f"{label}: \"{_line_at(text, match.start()).strip()[:60]}\"")
+    for label, match, line in _findings(analysis.answer, _SECRETS, lowercase_triggers=False):
+        value = match.groupdict().get("value")
+        if value is not None and (_PLACEHOLDER_VALUE.match(value) or _FROM_ENV.search(value)
+                                  or value.isupper() and "_" in value):
+            continue
+        if "EXAMPLE" in match.group(0):
+            continue
+        found.append(f"{label}: \"{line.strip()[:60]}\"")
     return list(dict.fromkeys(found))
 
 
 def _sentence_at(segments: list[Segment], fragment: str) -> str | None:
     for segment in segments:
-        if fragment in segment.text:
+        if segment.kind != "code" and fragment in segment.text:
             return segment.text
     return None
 
 
 def dangerous_advice(analysis: Analysis) -> list[str]:
     """Each piece of dangerous advice, unless the sentence or comment around it warns against it."""
-    text = analysis.answer
     found = []
-    for label, pattern in _DANGERS:
-        for match in pattern.finditer(text):
-            line = _line_at(text, match.start())
-            context = _sentence_at(analysis.segments, match.group(0).strip()) or line
-            if _NEGATION.search(context) or _NEGATION.search(line):
-                continue
-            found.append(f"{label}: \"{line.strip()[:70]}\"")
+    for label, match, line in _findings(analysis.answer, _DANGERS, lowercase_triggers=True):
+        context = _sentence_at(analysis.segments, match.group(0).strip()) or line
+        if _NEGATION.search(context) or _NEGATION.search(line):
+            continue
+        found.append(f"{label}: \"{line.strip()[:70]}\"")
     return list(dict.fromkeys(found))

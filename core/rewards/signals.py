@@ -51,7 +51,9 @@ RUBRIC: dict[str, dict[str, tuple[float, tuple[str, ...]]]] = {
                                     "connection draining", "drain")),
         "load_protection": (0.8, ("rate limit", "load shedding", "backpressure", "throttle", "throttling",
                                   "concurrency limit", "dead letter queue", "DLQ")),
-        "progressive_rollout": (0.8, ("canary", "rolling update", "blue/green", "feature flag", "gradual", "progressive")),
+        "progressive_rollout": (0.8, ("canary", "rolling update", "blue/green", "feature flag", "gradual", "progressive",
+                                      "staging", "staged rollout", "low-traffic window", "maintenance window",
+                                      "one at a time", "pilot")),
         "resource_guarantees": (0.8, ("resource requests", "resources requests", "resources limits", "memory limit", "cpu limit", "ResourceQuota",
                                       "LimitRange", "PriorityClass", "headroom", "capacity")),
         "resilience_testing": (0.8, ("chaos", "game day", "failure injection", "DR drill", "restore test", "load test")),
@@ -109,7 +111,8 @@ RUBRIC: dict[str, dict[str, tuple[float, tuple[str, ...]]]] = {
     },
 }
 
-SATURATION = {"automation": 3.0, "reliability": 3.0, "security": 3.0, "observability": 3.0, "documentation": 2.5}
+DEPTH_BONUS = 0.3
+SATURATION = {"automation": 2.7, "reliability": 2.7, "security": 2.7, "observability": 2.7, "documentation": 2.3}
 
 # Phrase alternatives for expected outputs, keyed by the normalised phrase.
 _SYNONYMS_RAW = {
@@ -164,30 +167,70 @@ def _snippet(text: str, limit: int = 90) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def match_signals(segment_tokens: list[str]) -> list[tuple[str, str]]:
-    """(dimension, signal) for every rubric phrase in a token list, in order, with repeats."""
-    hits: list[tuple[str, str]] = []
+def match_signals(segment_tokens: list[str]) -> tuple[list[tuple[str, str, tuple[str, ...]]], int]:
+    """(dimension, signal, phrase) for every rubric phrase in a token list, and how many tokens they cover."""
+    hits: list[tuple[str, str, tuple[str, ...]]] = []
     n = len(segment_tokens)
+    covered_until = covered = 0
     for i, token in enumerate(segment_tokens):
         for key, dimension, name in _INDEX.get(token, ()):
             length = len(key)
             if length == 1 or (i + length <= n and tuple(segment_tokens[i : i + length]) == key):
-                hits.append((dimension, name))
-    return hits
+                hits.append((dimension, name, key))
+                end = i + length
+                if end > covered_until:
+                    covered += end - max(i, covered_until)
+                    covered_until = end
+    return hits, covered
+
+
+# What a valid code block is evidence of by itself: Terraform is infrastructure as code even when the
+# prose never says so; a pipeline file is a pipeline.
+CODE_SIGNALS = {
+    "hcl": (("automation", "infrastructure_as_code"),),
+    "shell": (("automation", "scripted"),),
+    "dockerfile": (("automation", "artifacts"),),
+    "python": (("automation", "scripted"),),
+}
+_YAML_SIGNALS = (
+    (("jobs:", "steps:"), ("automation", "ci_pipeline")),
+    (("stages:", "script:"), ("automation", "ci_pipeline")),
+    (("apiVersion:", "kind:"), ("automation", "config_management")),
+    (("hosts:", "tasks:"), ("automation", "config_management")),
+)
+
+
+def annotate(segments: list[Segment]) -> None:
+    """Attach the rubric matches to every segment (once per answer), plus what valid code blocks show."""
+    for segment in segments:
+        segment.hits, segment.covered = match_signals(segment.tokens)
+        block = segment.block
+        if block is None or not block.valid:
+            continue
+        for dimension, name in CODE_SIGNALS.get(block.kind, ()):
+            segment.hits.append((dimension, name, (f"<{block.kind} block>",)))
+        if block.kind == "yaml":
+            for needles, (dimension, name) in _YAML_SIGNALS:
+                if all(n in segment.text for n in needles):
+                    segment.hits.append((dimension, name, ("<yaml block>",)))
 
 
 def score_dimensions(segments: list[Segment]) -> tuple[dict[str, float], dict[str, list[str]]]:
     """Score the five rubric dimensions from substantive segments: distinct signals, saturating."""
     found: dict[str, dict[str, str]] = {d: {} for d in RUBRIC}
+    phrases: dict[tuple[str, str], set[tuple[str, ...]]] = {}
     for segment in segments:
         if not segment.substantive:
             continue
-        for dimension, name in match_signals(segment.tokens):
+        for dimension, name, key in segment.hits:
             found[dimension].setdefault(name, segment.text)
+            phrases.setdefault((dimension, name), set()).add(key)
     scores: dict[str, float] = {}
     evidence: dict[str, list[str]] = {}
     for dimension, hits in found.items():
-        total = sum(_WEIGHTS[(dimension, name)] for name in hits)
+        # A signal backed by several different phrases (readiness and liveness probes) is worth a bit more.
+        total = sum(_WEIGHTS[(dimension, name)] * (1 + DEPTH_BONUS * (min(len(phrases[(dimension, name)]), 3) - 1))
+                    for name in hits)
         scores[dimension] = 1.0 - math.exp(-total / SATURATION[dimension])
         evidence[dimension] = [f"{name}: \"{_snippet(text)}\"" for name, text in hits.items()]
     return scores, evidence
@@ -223,7 +266,7 @@ def expected_credit(expected: str, segments: list[Segment]) -> tuple[float, str 
     best, where = 0.0, None
     forms = expected_forms(expected)
     for segment in segments:
-        if not segment.substantive:
+        if not (segment.substantive or segment.supported):
             continue
         toks = segment.tokens
         for form in forms:
@@ -251,7 +294,7 @@ def score_expected(expected_outputs: list[str], segments: list[Segment]) -> tupl
     if not expected_outputs:
         return 1.0, ["the task lists no expected outputs"], []
     credits, evidence, unsupported = [], [], []
-    bare = [s for s in segments if not s.substantive and s.kind != "heading"]
+    bare = [s for s in segments if not s.substantive and not s.supported]
     for expected in expected_outputs:
         credit, where = expected_credit(expected, segments)
         credits.append(credit)

@@ -12,9 +12,9 @@ from functools import lru_cache
 
 from core.rewards.code_blocks import BlockReport, check_block, split_fences
 
-_CAMEL_LOWER_UPPER = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_CAMEL_ACRONYM = re.compile(r"(?<=[A-Z])(?=[A-Z][a-z])")
-_TOKEN = re.compile(r"[a-z0-9]+")
+# One pass that splits camelCase and acronyms ("MaxRAMPercentage" -> Max RAM Percentage) and keeps
+# letter-digit words together ("k8s", "p99", "5xx", "ec2").
+_TOKEN = re.compile(r"\d*[A-Z]?[a-z]+(?:\d+[a-z]*)*|\d*[A-Z]+(?:\d+[a-z]*)*(?![a-z])|\d+")
 _RAW_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^a-z\s])")
 _LIST_MARK = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
@@ -64,8 +64,7 @@ def stem(word: str) -> str:
 
 def tokens(text: str) -> list[str]:
     """Normalised tokens: camelCase and separators split, lowercased, stemmed."""
-    text = _CAMEL_ACRONYM.sub(" ", _CAMEL_LOWER_UPPER.sub(" ", text)).lower()
-    return [stem(t) for t in _TOKEN.findall(text)]
+    return [stem(t.lower()) for t in _TOKEN.findall(text)]
 
 
 def phrase_key(text: str) -> tuple[str, ...]:
@@ -83,6 +82,10 @@ class Segment:
     substantive: bool
     reason: str = ""  # why it does not count ("bare list", "too short", "no prose words", "broken code")
     block: BlockReport | None = None
+    supported: bool = False  # a heading with real content under it (counts for expected outputs)
+    hits: list[tuple[str, str]] = field(default_factory=list)  # (dimension, signal) rubric matches
+    covered: int = 0  # tokens covered by rubric matches
+    stops: int = 0  # function words (prose has them; keyword strings do not)
 
 
 @dataclass
@@ -101,20 +104,19 @@ class Analysis:
         return [s for s in self.segments if s.substantive]
 
 
-def _prose_judgement(text: str, kind: str) -> tuple[bool, str]:
-    """Is this sentence real prose (enough words, function words, not a comma list of terms)?"""
+def _prose_judgement(text: str, kind: str) -> tuple[bool, str, int]:
+    """Is this sentence real prose (enough words, not a comma list of terms)? Also returns its function words."""
     words = [w.lower() for w in _RAW_WORD.findall(text)]
     n = len(words)
-    min_words = 4 if kind == "table" else 5
-    if n < min_words:
-        return False, "too short"
     stops = sum(1 for w in words if w in STOPWORDS)
-    if stops < (1 if kind == "table" else 2) or stops / n < 0.1:
-        return False, "no prose words"
+    if n < (4 if kind == "table" else 5):
+        return False, "too short", stops
     commas = text.count(",") + text.count(";") + text.count("|")
-    if commas >= 3 and n / (commas + 1) <= 3.0 and stops / n < 0.25:
-        return False, "bare list"
-    return True, ""
+    if commas >= 2 and n / (commas + 1) <= 3.0 and stops / n < 0.25:
+        return False, "bare list", stops
+    if stops == 0 and "`" not in text and ":" not in text:
+        return False, "no prose words", stops
+    return True, "", stops
 
 
 def _add_prose(analysis: Analysis, text: str) -> None:
@@ -139,8 +141,8 @@ def _add_prose(analysis: Analysis, text: str) -> None:
             if _CLI_COMMAND.match(span.strip()):
                 analysis.segments.append(Segment("inline_code", span, tokens(span), True))
         for sentence in (_SENTENCE_END.split(line) if kind != "table" else [line]):
-            ok, reason = _prose_judgement(sentence, kind)
-            analysis.segments.append(Segment(kind, sentence, tokens(sentence), ok, reason))
+            ok, reason, stops = _prose_judgement(sentence, kind)
+            analysis.segments.append(Segment(kind, sentence, tokens(sentence), ok, reason, stops=stops))
 
 
 def analyse(answer: str) -> Analysis:
@@ -157,4 +159,9 @@ def analyse(answer: str) -> Analysis:
             continue
         reason = "" if report.valid else "broken code"
         analysis.segments.append(Segment("code", part.body, tokens(part.body), report.valid, reason, report))
+    following = None
+    for segment in reversed(analysis.segments):
+        if segment.kind == "heading":
+            segment.supported = following is not None and following.substantive
+        following = segment
     return analysis
