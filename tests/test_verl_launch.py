@@ -212,6 +212,7 @@ def test_a_fixture_run_reads_in_tail_and_runs_list(tmp_path, monkeypatch, capsys
     writer.finish()
     pump.poll()
     run.set_status("finished", f"{len(records)} steps")
+    capsys.readouterr()  # verl's FileLogger announces itself on stdout
 
     assert main(["tail", str(run.path), "--no-log", "-n", "100"]) == 0
     lines = capsys.readouterr().out.splitlines()
