@@ -357,3 +357,46 @@ async def test_keys_can_be_remapped_from_a_keymap_file(tmp_path):
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("h")
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "HelpScreen", what="help on the new key")
+
+
+def test_the_real_command_draws_in_a_terminal_and_restores_it_on_quit(tmp_path):
+    """`devops-rl tui --attach RUN` on a pseudo-terminal: it draws the run, quits on q, leaves the alt screen."""
+    import pty
+    import select
+
+    run = tmp_path / "runs" / "20261130-170000-ci-fast-0009"
+    run.mkdir(parents=True)
+    (run / "meta.json").write_text(json.dumps({"run_id": run.name, "status": "finished", "total_steps": 3}))
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "data": {"reward/final/mean": s / 10}}) + "\n"
+                                               for s in (1, 2, 3)))
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the real command, on a 100x30 terminal
+        os.environ.update({"TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30",
+                           "DEVOPS_RL_RUNS_DIR": str(tmp_path / "runs")})
+        os.execv(sys.executable, [sys.executable, "-m", "core.cli.main", "tui", "--attach", run.name])
+    output = b""
+
+    def read_until(marker: bytes, timeout: float = 60.0) -> None:
+        nonlocal output
+        deadline = time.monotonic() + timeout
+        while marker not in output:
+            assert time.monotonic() < deadline, f"no {marker!r} in the output: {output[-400:]!r}"
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    output += os.read(fd, 65536)
+                except OSError:
+                    break
+
+    try:
+        read_until(b"step 3/3")
+        os.write(fd, b"q")
+        read_until(b"\x1b[?1049l")  # the alternate screen is left: the shell's screen is back
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(fd)

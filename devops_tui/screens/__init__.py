@@ -1,1 +1,4 @@
-"""One module per cockpit screen."""
+"""One module per cockpit screen: runs, dataset, config, live, results (the App modes).
+
+Plus the two modals they share: help and confirm.
+"""

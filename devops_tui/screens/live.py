@@ -73,9 +73,12 @@ def memory_label(key: str) -> str:
     return f"gpu{parts[1]} {parts[2].removeprefix('memory_').removesuffix('_gb')}"
 
 
-def penalty_keys(keys) -> list[str]:
+def penalty_keys(series) -> list[str]:
+    """The four penalties that bit hardest so far (the rest stay at zero and would only add noise)."""
     known = {f"reward/{d}/mean" for d in DIMENSIONS} | {"reward/final/mean"}
-    return sorted(k for k in keys if k.startswith("reward/") and k.endswith("/mean") and k not in known)[:4]
+    names = [k for k in series if k.startswith("reward/") and k.endswith("/mean") and k not in known]
+    peak = {k: max(series[k].finite_values(), default=0.0) for k in names}
+    return sorted(names, key=lambda k: (-peak[k], k))[:4]
 
 
 def format_duration(seconds: float | None) -> str:
@@ -106,7 +109,9 @@ def describe_sample(record: dict) -> Text:
                         style="italic")
         response = str(sample.get("response", "")).strip().splitlines()[:4]
         for line in response:
-            text.append("  │ " + line[:200] + "\n")
+            # A young policy emits any token; keep only printable characters so the layout holds.
+            clean = "".join(ch if ch.isprintable() and ch != "\ufffd" else "·" for ch in line[:200])
+            text.append("  │ " + clean + "\n")
     return text
 
 

@@ -1,1 +1,4 @@
-"""Cockpit widgets grouped by feature: charts, the log tail, run progress."""
+"""Cockpit widgets grouped by feature.
+
+`chart.MetricChart` draws run metrics; the log tail and progress use Textual's own widgets.
+"""

@@ -38,20 +38,13 @@ def bucket_by_step(steps: Sequence[float], values: Sequence[float], width: int,
 
 
 def _fill_gaps(values: list[float]) -> list[float]:
-    """Carry the last value over empty columns between points, so a sparse history stays one line."""
-    out, last = [], math.nan
-    finite_idx = [i for i, v in enumerate(values) if math.isfinite(v)]
-    if not finite_idx:
-        return values
-    first, final = finite_idx[0], finite_idx[-1]
-    for i, value in enumerate(values):
-        if math.isfinite(value):
-            last = value
-            out.append(value)
-        elif first < i < final:
-            out.append(last)
-        else:
-            out.append(math.nan)
+    """Join the points with straight lines across empty columns (none before the first or after the last)."""
+    known = [i for i, v in enumerate(values) if math.isfinite(v)]
+    out = list(values)
+    for left, right in zip(known, known[1:]):
+        a, b = values[left], values[right]
+        for i in range(left + 1, right):
+            out[i] = a + (b - a) * (i - left) / (right - left)
     return out
 
 
@@ -144,7 +137,7 @@ class MetricChart(Widget):
             head.append(Segment(f"{self.labels[0]} ", base + styles["chart--line-1"]))
         if primary is not None and primary.last_value is not None:
             head.append(Segment(format_value(primary.last_value), base + styles["chart--line-1"]))
-            if self.smoothed and len(primary) > 1:
+            if self.smoothed and len(primary) > 1 and len(self.keys) == 1:
                 sm = smooth(primary.values)
                 head.append(Segment(f" ~{format_value(sm[-1])}", base + styles["chart--axis"]))
         for idx, (label, series) in enumerate(zip(self.labels[1:], self._series[1:]), start=2):
