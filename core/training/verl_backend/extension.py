@@ -48,7 +48,10 @@ class RewardDimensionMetrics:
         keep = [not tag.get("is_padding", False) for tag in batch.tags]
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
         extra = data.pop("extra_fields", None)
-        return reward_metrics(list(extra) if extra is not None else [], keep)
+        if extra is None:
+            return {}
+        # As verl's own _validate reads it: NonTensorStack / numpy give .tolist(), TQ's LinkedList is a list.
+        return reward_metrics(extra.tolist() if hasattr(extra, "tolist") else list(extra), keep)
 
 
 def register() -> list[str]:
