@@ -179,6 +179,21 @@ def _yaml_findings(body: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[s
     return tuple(report.problems), tuple(report.issues), tuple(report.facts)
 
 
+def _check_compose(doc: dict, report: BlockReport) -> None:
+    services = doc.get("services")
+    if not isinstance(services, dict):
+        return
+    services = [s for s in services.values() if isinstance(s, dict)]
+    if services and all(str(s.get("user", "0")).split(":")[0] not in ("0", "root", "") for s in services if "build" in s):
+        if any("build" in s for s in services):
+            report.facts.append("compose services run as a non-root user")
+    images = [str(s["image"]) for s in services if "image" in s]
+    if images and all(":" in i.rsplit("/", 1)[-1] and not i.endswith(":latest") for i in images):
+        report.facts.append("compose images are pinned")
+    if any("healthcheck" in s for s in services):
+        report.facts.append("compose services have health checks")
+
+
 def _parse_yaml(body: str, report: BlockReport) -> None:
     import yaml
 
@@ -198,6 +213,7 @@ def _parse_yaml(body: str, report: BlockReport) -> None:
     for doc in docs:
         if isinstance(doc, dict):
             _check_k8s(doc, report)
+            _check_compose(doc, report)
         elif isinstance(doc, list) and doc and all(isinstance(item, (dict, list)) for item in doc):
             for item in doc:
                 if isinstance(item, dict):
@@ -234,6 +250,8 @@ def _check_dockerfile(body: str, report: BlockReport) -> None:
             continue
         if ":" not in base or base.endswith(":latest"):
             report.issues.append(f"Dockerfile: base image '{image}' is not pinned (use a version tag or digest)")
+    if not any("not pinned" in issue for issue in report.issues):
+        report.facts.append("Dockerfile base images are pinned")
     final = stages[-1]
     user = (final["user"] or "").split(":")[0]
     if final["image"].endswith(":nonroot") or (user and user not in {"root", "0"}):

@@ -25,7 +25,7 @@ RUBRIC: dict[str, dict[str, tuple[float, tuple[str, ...]]]] = {
         "scripted": (0.8, ("script", "Makefile", "make target", "automation", "automate", "automated")),
         "scheduled": (0.7, ("CronJob", "cron", "systemd timer", "OnCalendar", "scheduled", "schedule")),
         "idempotent": (1.0, ("idempotent", "idempotency", "safe to re-run", "safe to rerun", "converge")),
-        "dry_run": (0.8, ("dry run", "dry-run", "--check", "what-if", "plan output", "kubectl diff", "helm diff")),
+        "dry_run": (0.8, ("dry run", "dry-run", "check mode", "what-if", "plan output", "kubectl diff", "helm diff")),
         "autoscaling": (0.7, ("autoscaler", "autoscaling", "HorizontalPodAutoscaler", "HPA", "KEDA", "Karpenter",
                               "scale to zero", "ScaledObject")),
         "policy_as_code": (0.8, ("policy as code", "OPA", "Gatekeeper", "Kyverno", "conftest", "Sentinel", "admission controller")),
@@ -64,15 +64,18 @@ RUBRIC: dict[str, dict[str, tuple[float, tuple[str, ...]]]] = {
                                   "IAM role", "IAM policy", "minimal permissions", "read-only", "ServiceAccount",
                                   "permissions")),
         "secrets_management": (1.0, ("secrets manager", "Secrets Manager", "Vault", "sealed secrets", "External Secrets",
-                                     "secretKeyRef", "secretRef", "Parameter Store", "SOPS", "KMS", "Kubernetes Secret")),
-        "transport_encryption": (1.0, ("TLS", "mTLS", "HTTPS", "certificate", "cert-manager", "HSTS", "encryption in transit")),
+                                     "secretKeyRef", "secretRef", "Parameter Store", "SOPS", "KMS", "Kubernetes Secret",
+                                     "docker secrets", "secrets file", "gitignore", "git-ignored", "never committed",
+                                     "not committed")),
+        "transport_encryption": (1.0, ("TLS", "mTLS", "HTTPS only", "redirect to HTTPS", "certificate", "cert-manager", "HSTS", "encryption in transit")),
         "encryption_at_rest": (0.8, ("encryption at rest", "encrypted", "encrypt", "KMS key", "SSE-KMS")),
         "scanning_supply_chain": (1.0, ("Trivy", "Grype", "Snyk", "image scan", "vulnerability", "CVE", "SBOM", "cosign",
                                         "signature", "Dependabot", "SAST", "scan")),
         "non_root": (1.0, ("runAsNonRoot", "non-root", "nonroot", "readOnlyRootFilesystem", "allowPrivilegeEscalation",
                            "drop ALL", "capabilities", "seccompProfile", "Pod Security", "restricted")),
         "network_segmentation": (1.0, ("NetworkPolicy", "default deny", "security group", "firewall", "WAF", "allowlist",
-                                       "private subnet", "egress", "ingress rule", "PeerAuthentication")),
+                                       "private subnet", "egress", "ingress rule", "PeerAuthentication", "not exposed",
+                                       "127.0.0.1", "localhost only", "private IP", "private endpoint")),
         "audit": (0.8, ("audit log", "CloudTrail", "audit", "access log")),
         "identity_federation": (0.8, ("OIDC", "workload identity", "IRSA", "short-lived credentials", "assume role",
                                       "AssumeRole", "SSO", "MFA")),
@@ -162,9 +165,15 @@ def rubric_keywords() -> list[str]:
     return [p for signals in RUBRIC.values() for _, phrases in signals.values() for p in phrases]
 
 
-def _snippet(text: str, limit: int = 90) -> str:
+def _snippet(text: str, key: tuple[str, ...] = (), limit: int = 90) -> str:
+    """A short quote of `text`, around the first word of the matched phrase when it can be found."""
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    start = text.lower().find(key[0]) if key and not key[0].startswith("<") else -1
+    start = 0 if start < 30 else start - 30
+    quote = text[start : start + limit - 2]
+    return ("…" if start else "") + quote + ("…" if start + limit - 2 < len(text) else "")
 
 
 def match_signals(segment_tokens: list[str]) -> tuple[list[tuple[str, str, tuple[str, ...]]], int]:
@@ -200,6 +209,17 @@ _YAML_SIGNALS = (
 )
 
 
+# Good practice the code checks found (BlockReport.facts), by the words in the fact.
+_FACT_SIGNALS = (
+    ("non-root", ("security", "non_root")),
+    ("pinned", ("security", "pinning")),
+    ("sets resources", ("reliability", "resource_guarantees")),
+    ("probes", ("reliability", "probes")),
+    ("health checks", ("reliability", "probes")),
+    ("stops on errors", ("automation", "scripted")),
+)
+
+
 def annotate(segments: list[Segment]) -> None:
     """Attach the rubric matches to every segment (once per answer), plus what valid code blocks show."""
     for segment in segments:
@@ -209,6 +229,10 @@ def annotate(segments: list[Segment]) -> None:
             continue
         for dimension, name in CODE_SIGNALS.get(block.kind, ()):
             segment.hits.append((dimension, name, (f"<{block.kind} block>",)))
+        for fact in block.facts:
+            for needle, (dimension, name) in _FACT_SIGNALS:
+                if needle in fact:
+                    segment.hits.append((dimension, name, (f"<{fact}>",)))
         if block.kind == "yaml":
             for needles, (dimension, name) in _YAML_SIGNALS:
                 if all(n in segment.text for n in needles):
@@ -217,13 +241,13 @@ def annotate(segments: list[Segment]) -> None:
 
 def score_dimensions(segments: list[Segment]) -> tuple[dict[str, float], dict[str, list[str]]]:
     """Score the five rubric dimensions from substantive segments: distinct signals, saturating."""
-    found: dict[str, dict[str, str]] = {d: {} for d in RUBRIC}
+    found: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {d: {} for d in RUBRIC}
     phrases: dict[tuple[str, str], set[tuple[str, ...]]] = {}
     for segment in segments:
         if not segment.substantive:
             continue
         for dimension, name, key in segment.hits:
-            found[dimension].setdefault(name, segment.text)
+            found[dimension].setdefault(name, (segment.text, key))
             phrases.setdefault((dimension, name), set()).add(key)
     scores: dict[str, float] = {}
     evidence: dict[str, list[str]] = {}
@@ -232,7 +256,7 @@ def score_dimensions(segments: list[Segment]) -> tuple[dict[str, float], dict[st
         total = sum(_WEIGHTS[(dimension, name)] * (1 + DEPTH_BONUS * (min(len(phrases[(dimension, name)]), 3) - 1))
                     for name in hits)
         scores[dimension] = 1.0 - math.exp(-total / SATURATION[dimension])
-        evidence[dimension] = [f"{name}: \"{_snippet(text)}\"" for name, text in hits.items()]
+        evidence[dimension] = [f"{name}: \"{_snippet(text, key)}\"" for name, (text, key) in hits.items()]
     return scores, evidence
 
 
@@ -256,7 +280,7 @@ def _contains(haystack: list[str], needle: tuple[str, ...]) -> bool:
     return False
 
 
-def expected_credit(expected: str, segments: list[Segment]) -> tuple[float, str | None]:
+def expected_credit(expected: str, segments: list[Segment]) -> tuple[float, Segment | None]:
     """Credit in [0, 1] for one expected output and the segment that earned it.
 
     1.0 for the phrase (or a synonym) verbatim after normalisation; 0.8 when all its content words
@@ -271,7 +295,7 @@ def expected_credit(expected: str, segments: list[Segment]) -> tuple[float, str 
         toks = segment.tokens
         for form in forms:
             if _contains(toks, form):
-                return 1.0, segment.text
+                return 1.0, segment
         content = [t for t in forms[0] if t not in _FILLER]
         if not content:
             continue
@@ -285,7 +309,7 @@ def expected_credit(expected: str, segments: list[Segment]) -> tuple[float, str 
         else:
             credit = 0.0
         if credit > best:
-            best, where = credit, segment.text
+            best, where = credit, segment
     return best, where
 
 
@@ -299,7 +323,7 @@ def score_expected(expected_outputs: list[str], segments: list[Segment]) -> tupl
         credit, where = expected_credit(expected, segments)
         credits.append(credit)
         if where is not None:
-            evidence.append(f"{expected} ({credit:.1f}): \"{_snippet(where)}\"")
+            evidence.append(f"{expected} ({credit:.1f}): \"{_snippet(where.text, expected_forms(expected)[0])}\"")
         else:
             evidence.append(f"{expected}: missing")
             if any(_contains(s.tokens, form) for s in bare for form in expected_forms(expected)):
