@@ -105,7 +105,8 @@ class DevOpsAgent:
             from openai import OpenAI
 
             client = OpenAI(base_url=self.base_url, api_key=self._key or NO_KEY, timeout=self.timeout, max_retries=0)
-            logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
+            for name in ("httpx", "httpx2"):  # one INFO line per request otherwise (openai ships httpx2 now)
+                logging.getLogger(name).setLevel(logging.WARNING)
             self._local.client = client
         return client
 

@@ -146,9 +146,7 @@ class ResultsFile:
             raise UserError(f"--out: {path} already exists; pick another file or add --resume to complete it")
         data = {"format": FORMAT_VERSION, "status": "running", "created_at": _now_iso(), "updated_at": _now_iso(),
                 "settings": settings, "task_ids": list(task_ids), "summary": summarize([], total=len(task_ids)), "results": []}
-        results = cls(path, data)
-        results.save()
-        return results
+        return cls(path, data)  # written with the first result, so a fatal first request leaves no file
 
     @classmethod
     def load(cls, path: Path) -> ResultsFile:
@@ -181,6 +179,8 @@ class ResultsFile:
 
     def finish(self, status: str, wall_time_s: float) -> None:
         with self._lock:
+            if status != "complete" and not self.data["results"] and not self.path.exists():
+                return
             self.data["status"] = status
             self._update(wall_time_s)
             self.save()
