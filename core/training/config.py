@@ -245,7 +245,7 @@ class TrainingConfig(_Section):
 
     def to_yaml(self) -> str:
         """YAML that `config_from_yaml` and `train --config` read back to an equal config."""
-        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False, allow_unicode=True)
+        return yaml.dump(self.to_dict(), Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
     def flat(self) -> dict[str, Any]:
         """Every leaf as `dotted.key: value` (verl_overrides keys kept as written)."""
@@ -254,6 +254,18 @@ class TrainingConfig(_Section):
         out = _flatten(data)
         out.update({f"{VERL_OVERRIDES}.{k}": v for k, v in overrides.items()})
         return out
+
+
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that double-quotes strings holding YAML line breaks (NEL, LS, PS), which it would emit raw."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str):
+    style = '"' if any(c in value for c in "\x85\u2028\u2029") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
 
 
 def _plain(value):
