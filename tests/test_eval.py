@@ -1,0 +1,252 @@
+"""`devops-rl eval` end to end: the tiny model served in-process, real 127.0.0.1 servers that fail and recover
+or die, an eval process killed mid-way (SIGKILL/SIGINT) whose partial results `--resume` completes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ANSWER = """## Plan
+1. CI builds the image, runs the tests and a Trivy scan; secrets come from Vault, never the repo.
+2. Deploy with a Kubernetes Deployment: readiness/liveness probes, resource limits, RBAC, rollback with `kubectl rollout undo`.
+3. Prometheus alerts and a Grafana dashboard; a runbook documents the on-call steps.
+"""
+
+
+class FakeEndpoint:
+    """A real OpenAI-shaped server on 127.0.0.1: `fail(desc)` says which requests get a 500, `delay` slows each answer.
+
+    HTTP/1.0, so `close()` really ends the service (no keep-alive connection outlives it).
+    """
+
+    def __init__(self, fail=lambda desc, n: False, delay: float = 0.0, port: int = 0) -> None:
+        self.fail, self.delay, self.calls = fail, delay, {}
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                desc = body["messages"][-1]["content"]
+                outer.calls[desc] = outer.calls.get(desc, 0) + 1
+                time.sleep(outer.delay)
+                if outer.fail(desc, outer.calls[desc]):
+                    status, payload = 500, {"error": {"message": "model crashed", "type": "server_error"}}
+                else:
+                    status, payload = 200, {
+                        "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def endpoint():
+    made = []
+
+    def make(**kwargs) -> FakeEndpoint:
+        made.append(FakeEndpoint(**kwargs))
+        return made[-1]
+
+    yield make
+    for server in made:
+        server.close()
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+
+def _eval(*args: str) -> int:
+    from core.cli.main import main
+
+    return main(["eval", *args])
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _only_results(folder: Path) -> Path:
+    [path] = list(folder.glob("eval_results_*.json"))
+    return path
+
+
+def test_eval_of_the_tiny_model_end_to_end(tmp_path, capsys):
+    import tasks
+    from core.rewards import score
+
+    assert _eval("--local", "builtin:tiny", "--split", "all", "--limit", "3", "--max-tokens", "8", "-j", "2") == 0
+    data = _load(_only_results(tmp_path))
+    summary = data["summary"]
+    assert data["status"] == "complete" and summary["count"] == 3 and summary["failures"] == 0
+    first_three = [t.id for t in tasks.load_tasks()[:3]]
+    assert [r["task_id"] for r in data["results"]] == first_three == data["task_ids"]
+    for entry in data["results"]:
+        assert entry["reward"] == round(score(entry["answer"], tasks.get_task(entry["task_id"])).final_reward, 6)
+        assert entry["breakdown"]["final_reward"] == pytest.approx(entry["reward"])
+        assert entry["elapsed_seconds"] > 0 and 1 <= entry["usage"]["completion_tokens"] <= 8
+    rewards = [r["reward"] for r in data["results"]]
+    assert summary["mean_reward"] == pytest.approx(sum(rewards) / 3, abs=1e-6)
+    assert set(summary["by_dimension"]) == set(data["results"][0]["breakdown"]["dimensions"])
+    assert sum(summary["count_by_type"].values()) == 3 and summary["wall_time_s"] > 0
+    assert summary["tokens"]["completion"] == sum(r["usage"]["completion_tokens"] for r in data["results"])
+    assert data["settings"]["local"] == "builtin:tiny" and data["settings"]["base_url"] is None
+    out = capsys.readouterr().out
+    assert "[3/3]" in out and f"mean reward {summary['mean_reward']:.3f} over 3 tasks" in out
+
+
+def test_a_run_is_evaluated_from_its_latest_checkpoint_into_its_eval_folder():
+    from core.training.tiny_model import ensure_tiny_model
+
+    run = Path(os.environ["DEVOPS_RL_RUNS_DIR"]) / "20260102-030405-ci-fast-0a1b"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "meta.json").write_text(json.dumps({"run_id": run.name, "status": "finished"}))
+    shutil.copytree(ensure_tiny_model(), run / "checkpoints" / "global_step_4")
+    assert _eval("--run", run.name, "--limit", "2", "--max-tokens", "4", "--temperature", "0") == 0
+    data = _load(_only_results(run / "eval"))
+    assert data["settings"]["model"] == f"{run.name}@step4" and data["summary"]["count"] == 2
+
+
+def test_a_task_the_server_keeps_failing_is_counted_and_resume_retries_it(endpoint, tmp_path):
+    import tasks
+
+    chosen = tasks.load_tasks()[:4]
+    bad = chosen[1].desc
+    server = endpoint(fail=lambda desc, n: desc == bad or n == 1 and desc == chosen[2].desc)
+    ids = [arg for t in chosen for arg in ("--task", t.id)]
+    assert _eval("--base-url", server.base_url, "--model", "m", *ids, "--retries", "1", "-j", "2") == 0
+    path = _only_results(tmp_path)
+    data = _load(path)
+    assert data["summary"]["count"] == 3 and data["summary"]["failures"] == 1
+    failed = next(r for r in data["results"] if r["reward"] is None)
+    assert failed["task_id"] == chosen[1].id and "HTTP 500: model crashed (after 2 tries)" in failed["error"]
+    assert server.calls[chosen[2].desc] == 2  # a 500 then a recovery
+    assert data["summary"]["mean_reward"] is not None and data["status"] == "complete"
+
+    server.fail = lambda desc, n: False
+    assert _eval("--resume", "--out", str(path)) == 0
+    data = _load(path)
+    assert data["summary"]["count"] == 4 and data["summary"]["failures"] == 0
+    assert server.calls[chosen[0].desc] == 1 and server.calls[bad] == 3  # only the failed task was asked again
+
+
+def test_server_dying_mid_eval_keeps_partial_results_and_resume_finishes(endpoint, tmp_path, capsys):
+    count = {"n": 0}
+    server = endpoint(delay=0.05)
+
+    def die_after_two(desc, n):
+        count["n"] += 1
+        if count["n"] == 2:
+            threading.Thread(target=server.close).start()
+        return False
+
+    server.fail = die_after_two
+    code = _eval("--base-url", server.base_url, "--model", "m", "--split", "all", "--limit", "5", "-j", "1", "--retries", "1")
+    assert code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith(f"error: {server.base_url}: cannot connect after 2 tries")
+    path = _only_results(tmp_path)
+    data = _load(path)
+    assert data["status"] == "interrupted" and 1 <= data["summary"]["count"] <= 2 and data["summary"]["total"] == 5
+
+    again = endpoint()
+    assert _eval("--resume", "--base-url", again.base_url, "--model", "m") == 0
+    data = _load(path)
+    assert data["status"] == "complete" and data["summary"]["count"] == 5
+    assert data["settings"]["base_url"] == server.base_url  # the file keeps what it was started with
+
+
+def _start_eval(base_url: str, out: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "core.cli.main", "eval", "--base-url", base_url, "--model", "m",
+                             "--split", "all", "--limit", "6", "-j", "1", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+
+def _wait_for_results(path: Path, at_least: int, proc: subprocess.Popen) -> dict:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if path.exists():
+            data = _load(path)
+            if len(data["results"]) >= at_least:
+                return data
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError(f"no {at_least} results in {path} within 60 s")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGINT, 130)])
+def test_eval_process_killed_mid_way_keeps_what_finished_and_resume_completes(endpoint, tmp_path, sig, code):
+    server = endpoint(delay=0.3)
+    path = tmp_path / "eval_results_killed.json"
+    proc = _start_eval(server.base_url, path)
+    _wait_for_results(path, 2, proc)
+    proc.send_signal(sig)
+    proc.communicate(timeout=30)
+    assert proc.returncode == code
+    data = _load(path)  # always whole JSON: written atomically after each task
+    kept = {r["task_id"]: r["answer"] for r in data["results"]}
+    assert 2 <= len(kept) < 6 and data["status"] == ("running" if sig == signal.SIGKILL else "interrupted")
+    assert not list(tmp_path.glob(".eval_results_*tmp*"))
+
+    server.delay = 0.0
+    assert _eval("--resume") == 0  # finds the unfinished file in the current folder
+    data = _load(path)
+    assert data["status"] == "complete" and [r["task_id"] for r in data["results"]] == data["task_ids"]
+    assert len(data["task_ids"]) == 6 and all(r["reward"] is not None for r in data["results"])
+    assert sum(server.calls.values()) <= 6 + 1  # finished tasks were not asked again (one may have been in flight)
+    assert all(data["results"][i]["answer"] == kept[r["task_id"]] for i, r in enumerate(data["results"]) if r["task_id"] in kept)
+
+
+def test_unreachable_port_is_one_error_line(capsys):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    assert _eval("--base-url", f"http://127.0.0.1:{port}/v1", "--model", "m", "--retries", "0", "--limit", "1") == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1].startswith(f"error: http://127.0.0.1:{port}/v1: cannot connect after 1 tries")
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--model", "m"], "no endpoint: pass --base-url URL --model NAME, or --local MODEL_OR_RUN"),
+    (["--base-url", "http://127.0.0.1:9/v1"], "--model: required with --base-url"),
+    (["--local", "builtin:tiny", "--base-url", "http://127.0.0.1:9/v1"], "--base-url and --local both given"),
+    (["--local", "builtin:tiny", "--split", "test"], "--split: 'test' is not one of val, train, all"),
+    (["--local", "builtin:tiny", "--type", "k8s"], "--type: 'k8s' is not a task type"),
+    (["--resume", "--model", "m"], "--resume: no unfinished eval_results_*.json in"),
+    (["--run", "no-such-run", "--limit", "1"], "no run 'no-such-run'"),
+])
+def test_bad_eval_options_are_one_line_errors(args, fragment, capsys):
+    assert _eval(*args) == 2
+    assert fragment in capsys.readouterr().err.strip().splitlines()[-1]
