@@ -309,3 +309,91 @@ def test_resume_keeps_metrics_up_to_verls_last_checkpoint(tmp_path, monkeypatch)
     assert composed.trainer.resume_mode == "auto"
     assert composed.trainer.default_local_dir == str(run.checkpoints_dir)
     assert (run.path / "data" / "train.parquet").is_file()
+
+
+# ---- the parent's lifecycle with a real child process and real signals -------------------------------
+
+# Stands in for verl's trainer (which needs a GPU): writes verl file-logger lines where the launcher told it
+# to, checkpoints like verl, then behaves as the test asks. The parent code under test is the real one.
+CHILD = r"""
+import json, os, signal, sys, time
+from pathlib import Path
+run, behaviour = Path(sys.argv[1]), sys.argv[2]
+assert os.environ["VERL_USE_EXTERNAL_MODULES"].endswith("core.training.verl_backend.extension")
+out = open(os.environ["VERL_FILE_LOGGER_PATH"], "wb", buffering=0)
+def stopped(signum, frame):
+    (run / "verl" / "exit.json").write_text(json.dumps({"status": "stopped", "signal": signum}))
+    sys.exit(130)
+signal.signal(signal.SIGINT, stopped)
+for step in (1, 2):
+    out.write(json.dumps({"step": step, "data": {"critic/score/mean": step / 4, "actor/pg_loss": 0.1}}).encode() + b"\n")
+(run / "checkpoints" / "global_step_2").mkdir()
+(run / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("2")
+print("child: two steps done", flush=True)
+if behaviour == "crash":
+    raise RuntimeError("CUDA error: an illegal memory access was encountered")
+if behaviour == "finish":
+    sys.exit(0)
+time.sleep(120)
+"""
+
+
+def _launch_with_child(tmp_path, monkeypatch, behaviour: str):
+    import sys
+
+    from core.training.verl_backend import detect, launch
+
+    monkeypatch.setattr(detect, "check_launch", lambda cfg, ray_address=None: None)
+    monkeypatch.setattr(launch, "child_command", lambda run_path: [sys.executable, "-c", CHILD, str(run_path), behaviour])
+    cfg, run = _run_dir(tmp_path)
+    return cfg, run, launch
+
+
+def test_ctrl_c_stops_the_child_in_order_and_marks_the_run_stopped(tmp_path, monkeypatch):
+    import os
+    import signal
+    import threading
+    import time
+
+    from core.training.rundir import read_jsonl
+
+    cfg, run, launch = _launch_with_child(tmp_path, monkeypatch, "wait")
+
+    def press_ctrl_c_after_two_steps():
+        deadline = time.monotonic() + 120
+        while len(read_jsonl(run.metrics_path)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=press_ctrl_c_after_two_steps, daemon=True).start()
+    progress: list[dict] = []
+    assert launch.run_verl_training(cfg, mode="ci-fast", run_dir=run, progress=progress.append,
+                                    poll_interval=0.05) is run
+    meta = run.meta()
+    assert meta["status"] == "stopped" and "SIGINT" in meta["message"]
+    assert json.loads((run.path / "verl" / "exit.json").read_text())["signal"] == signal.SIGINT  # the child got it
+    events = [e["event"] for e in _events(run)]
+    assert events[0] == "started" and "checkpoint" in events and events[-1] == "stopped"
+    assert [r["step"] for r in read_jsonl(run.metrics_path)] == [1, 2]
+    assert [p["step"] for p in progress] == [1, 2]
+    assert "child: two steps done" in run.log_path.read_text()  # the child's output lands in train.log
+
+
+def test_a_crashing_child_fails_the_run_with_its_error_line(tmp_path, monkeypatch):
+    from core.errors import UserError
+
+    cfg, run, launch = _launch_with_child(tmp_path, monkeypatch, "crash")
+    with pytest.raises(UserError, match="verl training failed: RuntimeError: CUDA error: an illegal memory access"):
+        launch.run_verl_training(cfg, mode="ci-fast", run_dir=run, poll_interval=0.05)
+    assert run.meta()["status"] == "failed"
+    assert [e["event"] for e in _events(run)][-1] == "failed"
+
+
+def test_a_finished_child_finishes_the_run_with_every_step_copied(tmp_path, monkeypatch):
+    from core.training.rundir import read_jsonl
+
+    cfg, run, launch = _launch_with_child(tmp_path, monkeypatch, "finish")
+    launch.run_verl_training(cfg, mode="ci-fast", run_dir=run, poll_interval=0.05)
+    assert run.meta()["status"] == "finished"
+    assert [r["step"] for r in read_jsonl(run.metrics_path)] == [1, 2]
+    assert all("host/memory_used_gb" in r["data"] for r in read_jsonl(run.metrics_path))  # driver's figures

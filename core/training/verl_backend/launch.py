@@ -46,6 +46,11 @@ def latest_checkpoint_step(checkpoints: Path) -> int | None:
         return None
 
 
+def child_command(run_path: Path) -> list[str]:
+    """The child process: this module's `child_main` on the run folder, in the same Python."""
+    return [sys.executable, "-m", "core.training.verl_backend.launch", str(run_path)]
+
+
 def child_env(verl_dir: Path) -> dict[str, str]:
     """The child's environment: our extension loaded by verl, verl's file logger in the run folder."""
     from core.training.verl_backend.compose import EXTENSION_MODULE
@@ -272,7 +277,7 @@ def run_verl_training(cfg, *, mode: str, run_dir, resume: bool = False, ray_addr
     log.info("verl: starting the trainer (logs in %s)", run_dir.log_path)
     with open(run_dir.log_path, "ab") as log_file:
         child = subprocess.Popen(
-            [sys.executable, "-m", "core.training.verl_backend.launch", str(run_dir.path)],
+            child_command(run_dir.path),
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
             env=child_env(verl_dir), start_new_session=True,  # Ctrl-C reaches us; we stop verl in order
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
