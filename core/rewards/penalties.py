@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from core.rewards.text import Analysis, Segment
+from core.rewards.text import Analysis
 
 PENALTIES = ("keyword_stuffing", "repetition", "degenerate", "length", "broken_code", "hardcoded_secret", "dangerous_advice")
 
@@ -17,8 +17,10 @@ DENSE_SEGMENT = 0.6  # share of a sentence's tokens that are rubric phrases abov
 DENSE_SEGMENT_TERSE = 0.55  # the same for short sentences or ones with hardly any function words
 NGRAM = 8
 
-_NEGATION = re.compile(r"(?i)\b(?:never|don'?t|do not|does not|must not|should not|avoid|instead of|rather than|not|no|"
-                       r"without|forbid\w*|block\w*|den(?:y|ies)|reject\w*|disallow\w*|prevent\w*|instead)\b")
+# A warning before the risky phrase ("never pipe curl into bash", "Kyverno blocks privileged: true").
+_NEGATION = re.compile(r"(?i)\b(?:never|don'?t|do not|does not|must not|should not|shouldn'?t|avoid\w*|instead of|"
+                       r"rather than|no need to|not to|forbid\w*|block\w*|den(?:y|ies)|reject\w*|disallow\w*|"
+                       r"prevent\w*|warn\w*|dangerous|insecure|bad idea)\b")
 # (label, literal triggers, pattern): the pattern only runs when a trigger is in the text (speed).
 _SECRETS = [
     ("AWS access key id", ("AKIA", "ASIA"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
@@ -224,19 +226,13 @@ def hardcoded_secrets(analysis: Analysis) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _sentence_at(segments: list[Segment], fragment: str) -> str | None:
-    for segment in segments:
-        if segment.kind != "code" and fragment in segment.text:
-            return segment.text
-    return None
-
-
 def dangerous_advice(analysis: Analysis) -> list[str]:
     """Each piece of dangerous advice, unless the sentence or comment around it warns against it."""
     found = []
     for label, match, line in _findings(analysis.answer, _DANGERS, lowercase_triggers=True):
-        context = _sentence_at(analysis.segments, match.group(0).strip()) or line
-        if _NEGATION.search(context) or _NEGATION.search(line):
+        at = line.find(match.group(0).split("\n")[0])
+        before = line[: max(0, at)][-90:]
+        if _NEGATION.search(before) or line.lstrip().startswith("#") and _NEGATION.search(line):
             continue
         found.append(f"{label}: \"{line.strip()[:70]}\"")
     return list(dict.fromkeys(found))
