@@ -34,6 +34,10 @@ def _table(a: dict, b: dict) -> dict[str, dict[str, float | None]]:
             for key in list(a) + [k for k in b if k not in a]}
 
 
+def _avg(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 6) if values else None
+
+
 def weakest_dimension(breakdown: dict | None) -> tuple[str, float] | None:
     dims = (breakdown or {}).get("dimensions") or {}
     return min(dims.items(), key=lambda item: (item[1], item[0])) if dims else None
@@ -60,6 +64,8 @@ def compare(a: dict, b: dict, *, top: int = 5) -> dict[str, Any]:
         "a": {"model": (a.get("settings") or {}).get("model"), "count": sa.get("count"), "failures": sa.get("failures")},
         "b": {"model": (b.get("settings") or {}).get("model"), "count": sb.get("count"), "failures": sb.get("failures")},
         "mean_reward": {"a": sa.get("mean_reward"), "b": sb.get("mean_reward"), "delta": _delta(sa.get("mean_reward"), sb.get("mean_reward"))},
+        "mean_reward_common": {"a": _avg([ra[t]["reward"] for t in common]), "b": _avg([rb[t]["reward"] for t in common]),
+                               "delta": _avg([c["delta"] for c in changes])},
         "by_type": _table(sa.get("by_type") or {}, sb.get("by_type") or {}),
         "by_difficulty": _table(sa.get("by_difficulty") or {}, sb.get("by_difficulty") or {}),
         "by_dimension": _table(sa.get("by_dimension") or {}, sb.get("by_dimension") or {}),
@@ -82,7 +88,11 @@ def format_comparison(result: dict, name_a: str = "A", name_b: str = "B") -> str
     lines = [f"A: {name_a} ({result['a']['count']} scored, {result['a']['failures']} failed)",
              f"B: {name_b} ({result['b']['count']} scored, {result['b']['failures']} failed)", ""]
     m = result["mean_reward"]
+    c = result["mean_reward_common"]
+    lines.append(f"{'':<28}{'A':>8}{'B':>8}{'B-A':>9}")
     lines.append(f"{'mean reward':<28}{_num(m['a']):>8}{_num(m['b']):>8}{_num(m['delta'], True):>9}")
+    label = f"  on the {result['common_tasks']} tasks in both"
+    lines.append(f"{label:<28}{_num(c['a']):>8}{_num(c['b']):>8}{_num(c['delta'], True):>9}")
     for title, key in (("by type", "by_type"), ("by difficulty", "by_difficulty"), ("by dimension", "by_dimension"),
                        ("penalties (lower is better)", "by_penalty")):
         rows = result[key]
