@@ -76,7 +76,8 @@ def _latencies() -> tuple[list[float], list[float]]:
         for proc in (ours, peer):
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+            proc.wait()
+            proc.stdout.close()
         shutil.rmtree(root, ignore_errors=True)
     return ours_s, peer_s
 

@@ -114,9 +114,14 @@ def test_tail_follow_streams_steps_survives_truncation_and_exits_with_the_run(tm
         assert tail.wait(timeout=60) == 0
     finally:
         for proc in (writer, tail):
-            if proc is not None and proc.poll() is None:
+            if proc is None:
+                continue
+            if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
 
 
 def test_tail_reads_a_verl_file_logger_jsonl_directly(tmp_path):
