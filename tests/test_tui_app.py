@@ -204,6 +204,10 @@ async def test_dataset_filters_by_type_difficulty_and_text(tmp_path):
         table = screen.query_one("#dataset-table")
         assert table.row_count == 1
         assert "4 tasks" in str(screen.query_one("#dataset-count").render())
+        breakdown = str(screen.query_one("#task-breakdown").render())  # the reference answer, really scored
+        from core.rewards import DIMENSIONS
+
+        assert "reference answer reward" in breakdown and all(d in breakdown for d in DIMENSIONS)
 
 
 async def test_help_lists_every_key_with_its_id(tmp_path):

@@ -30,7 +30,9 @@ class ConfirmScreen(ModalScreen[str | None]):
                     yield Button(label, id=f"choice-{key}", variant="primary" if i == 0 else "default")
 
     def on_mount(self) -> None:
-        self.query_one(Button).focus()
+        # Enter on the focused button must never do harm by accident: focus "cancel" when offered.
+        safe = self.query("#choice-cancel")
+        (safe.first() if safe else self.query_one(Button)).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id.removeprefix("choice-"))

@@ -65,9 +65,12 @@ def format_value(value: float | None) -> str:
     return f"{value:.3f}"
 
 
-def axis_label(value: float) -> str:
-    """A y-axis label of at most six characters."""
+def axis_label(value: float, span: float | None = None) -> str:
+    """A y-axis label of at most six characters, precise enough to tell the top from the bottom."""
     text = format_value(value)
+    if span and 0 < span < 1 and 1e-3 <= abs(value) < 1e4:
+        wanted = min(max(3, 1 - math.floor(math.log10(span))), 6)
+        text = next((t for d in range(wanted, -1, -1) if len(t := f"{value:.{d}f}") <= LABEL_WIDTH - 1), text)
     if len(text) > LABEL_WIDTH - 1:
         text = f"{value:.0e}".replace("e-0", "e-").replace("e+0", "e")
     return text[: LABEL_WIDTH - 1]
@@ -192,9 +195,9 @@ class MetricChart(Widget):
         axis = base + styles["chart--axis"]
         for r in range(rows):
             if r == 0:
-                label = axis_label(vmax)
+                label = axis_label(vmax, vmax - vmin)
             elif r == rows - 1:
-                label = axis_label(vmin)
+                label = axis_label(vmin, vmax - vmin)
             else:
                 label = ""
             segments = [Segment(label.rjust(LABEL_WIDTH - 1)[: LABEL_WIDTH - 1] + "│", axis)]
