@@ -190,3 +190,26 @@ def test_memory_chart_prefers_gpu_figures_and_falls_back_to_host():
     assert [memory_label(k) for k in memory_keys(gpu)] == ["allocated", "gpu0 used", "gpu0 total"]
     host = ["perf/cpu_memory_used_gb", "host/memory_used_gb", "host/memory_total_gb", "actor/pg_loss"]
     assert [memory_label(k) for k in memory_keys(host)] == ["process", "host used", "host total"]
+
+
+def test_runs_listing_rereads_only_runs_that_changed(tmp_path, monkeypatch):
+    from devops_tui.screens import runs as runs_screen
+
+    for name, status in (("20261130-160000-ci-fast-0001", "finished"), ("20261130-170000-ci-fast-0002", "finished")):
+        run = tmp_path / name
+        run.mkdir()
+        (run / "meta.json").write_text(json.dumps({"run_id": name, "status": status}))
+        (run / "metrics.jsonl").write_text(_row(1, **{"reward/final/mean": 0.2}) + _row(2, **{"reward/final/mean": 0.5}))
+    (tmp_path / ".cockpit").mkdir()
+    reads = []
+    real_read = runs_screen.read_run
+    monkeypatch.setattr(runs_screen, "read_run", lambda path: reads.append(path.name) or real_read(path))
+    cache: dict = {}
+    rows = runs_screen.scan_runs(tmp_path, cache)
+    assert [r.run_id for r in rows] == ["20261130-170000-ci-fast-0002", "20261130-160000-ci-fast-0001"]
+    assert (rows[0].steps, rows[0].last_reward, rows[0].best_reward) == (2, 0.5, 0.5)
+    with open(tmp_path / rows[1].run_id / "metrics.jsonl", "a") as handle:
+        handle.write(_row(3, **{"reward/final/mean": 0.9}))
+    reads.clear()
+    rows = runs_screen.scan_runs(tmp_path, cache)
+    assert reads == ["20261130-160000-ci-fast-0001"] and rows[1].best_reward == 0.9

@@ -89,12 +89,36 @@ def read_run(path: Path) -> RunRow | None:
     )
 
 
-def scan_runs(root: Path) -> list[RunRow]:
-    """Every run folder under `root`, newest first (run ids sort by start time)."""
+def _fingerprint(path: Path) -> tuple:
+    out = []
+    for name in ("meta.json", "metrics.jsonl"):
+        try:
+            stat = (path / name).stat()
+            out.append((stat.st_size, stat.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def scan_runs(root: Path, cache: dict | None = None) -> list[RunRow]:
+    """Every run folder under `root`, newest first (run ids sort by start time).
+
+    With `cache`, a run whose meta.json and metrics.jsonl did not change is not read again.
+    """
     if not root.is_dir():
         return []
-    rows = [read_run(p) for p in sorted(root.iterdir(), reverse=True) if p.is_dir() and not p.name.startswith(".")]
-    return [r for r in rows if r is not None]
+    cache = {} if cache is None else cache
+    rows = []
+    for path in sorted(root.iterdir(), reverse=True):
+        if not path.is_dir() or path.name.startswith("."):
+            continue
+        key = _fingerprint(path)
+        hit = cache.get(path)
+        row = hit[1] if hit is not None and hit[0] == key and hit[1].status != "running" else read_run(path)
+        cache[path] = (key, row)
+        if row is not None:
+            rows.append(row)
+    return rows
 
 
 def format_age(seconds: float | None) -> str:
@@ -160,6 +184,7 @@ class RunsScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self.rows: list[RunRow] = []
+        self._cache: dict = {}  # path -> (fingerprint, row); touched by the scanning worker only
 
     def compose(self) -> ComposeResult:
         yield Static("", id="runs-title")
@@ -181,7 +206,7 @@ class RunsScreen(Screen):
 
     @work(thread=True, exclusive=True, group="runs-scan", exit_on_error=False)
     def _scan(self, root: Path) -> None:
-        self.post_message(RunsListed(scan_runs(root)))
+        self.post_message(RunsListed(scan_runs(root, self._cache)))
 
     def on_runs_listed(self, message: RunsListed) -> None:
         table = self.query_one(DataTable)
