@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -126,16 +125,31 @@ def test_eval_of_the_tiny_model_end_to_end(tmp_path, capsys):
     assert "[3/3]" in out and f"mean reward {summary['mean_reward']:.3f} over 3 tasks" in out
 
 
-def test_a_run_is_evaluated_from_its_latest_checkpoint_into_its_eval_folder():
-    from core.training.tiny_model import ensure_tiny_model
-
-    run = Path(os.environ["DEVOPS_RL_RUNS_DIR"]) / "20260102-030405-ci-fast-0a1b"
-    (run / "checkpoints").mkdir(parents=True)
-    (run / "meta.json").write_text(json.dumps({"run_id": run.name, "status": "finished"}))
-    shutil.copytree(ensure_tiny_model(), run / "checkpoints" / "global_step_4")
+@pytest.mark.slow
+def test_eval_of_a_trained_run_goes_to_its_eval_folder_and_no_file_holds_the_key(tmp_path, monkeypatch):
+    """A real (seconds-long) training run and an eval of its checkpoint, both with API keys in the
+    environment; then every file the run, the eval and the logs wrote is searched for the keys."""
+    keys = {"DEVOPS_RL_API_KEY": "sk-devops-secret-4f9a8b7c6d5e", "OPENAI_API_KEY": "sk-openai-secret-1a2b3c4d5e6f"}
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+    train = subprocess.run([sys.executable, "-m", "core.cli.main", "train", "--mode", "test"], capture_output=True,
+                           text=True, timeout=300, cwd=REPO)
+    assert train.returncode == 0, train.stderr[-2000:]
+    [run] = list(Path(os.environ["DEVOPS_RL_RUNS_DIR"]).iterdir())
     assert _eval("--run", run.name, "--limit", "2", "--max-tokens", "4", "--temperature", "0") == 0
     data = _load(_only_results(run / "eval"))
-    assert data["settings"]["model"] == f"{run.name}@step4" and data["summary"]["count"] == 2
+    step = max(int(p.name.split("_")[-1]) for p in (run / "checkpoints").glob("global_step_*"))
+    assert data["settings"]["model"] == f"{run.name}@step{step}" and data["summary"]["count"] == 2
+
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert {"train.log", "metrics.jsonl", "config.yaml", "meta.json"} <= {p.name for p in written}
+    assert any(p.parent.name == "logs" for p in written)
+    for path in written:
+        content = path.read_bytes()
+        for value in keys.values():
+            assert value.encode() not in content, path
+    for value in keys.values():
+        assert value not in train.stdout + train.stderr
 
 
 def test_a_task_the_server_keeps_failing_is_counted_and_resume_retries_it(endpoint, tmp_path):
