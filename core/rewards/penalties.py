@@ -15,6 +15,8 @@ SHORT_WORDS = 60  # below this an answer cannot explain a DevOps change
 LONG_WORDS = 1500  # about 10 KB: beyond this the answer is padded (or the model rambles)
 DENSE_SEGMENT = 0.6  # share of a sentence's tokens that are rubric phrases above which it is a keyword string
 DENSE_SEGMENT_TERSE = 0.55  # the same for short sentences or ones with hardly any function words
+TEMPLATE_DENSITY = 0.25  # a sentence this keyword-heavy ...
+TEMPLATE_REPEATS = 4  # ... whose function-word skeleton recurs this often is a template filled with keywords
 NGRAM = 8
 
 # A warning before the risky phrase ("never pipe curl into bash", "Kyverno blocks privileged: true").
@@ -66,8 +68,19 @@ def _clip(value: float, cap: float) -> float:
 
 
 def mark_dense_segments(analysis: Analysis) -> list[str]:
-    """Un-count prose segments that are strings of rubric keywords; returns their evidence."""
+    """Un-count prose segments that are strings of rubric keywords, or keyword-heavy sentences poured
+    into one template ("We use X and Y for the Z." again and again); returns the evidence."""
     evidence = []
+    prose = [s for s in analysis.segments if s.substantive and s.kind in ("sentence", "item") and len(s.skeleton) >= 2]
+    shapes = Counter(s.skeleton for s in prose if s.tokens and s.covered / len(s.tokens) >= TEMPLATE_DENSITY)
+    templated = 0
+    for segment in prose:
+        if shapes[segment.skeleton] >= TEMPLATE_REPEATS and segment.covered / max(1, len(segment.tokens)) >= TEMPLATE_DENSITY:
+            segment.substantive, segment.reason = False, "keyword dense"
+            templated += 1
+    if templated:
+        shape, times = shapes.most_common(1)[0]
+        evidence.append(f"{templated} keyword sentences share a template ({times}x \"{' _ '.join(shape)}\")")
     for segment in analysis.segments:
         if not segment.substantive or segment.kind in ("inline_code", "code") or len(segment.tokens) < 6:
             continue

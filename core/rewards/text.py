@@ -86,6 +86,7 @@ class Segment:
     hits: list[tuple[str, str]] = field(default_factory=list)  # (dimension, signal) rubric matches
     covered: int = 0  # tokens covered by rubric matches
     stops: int = 0  # function words (prose has them; keyword strings do not)
+    skeleton: tuple[str, ...] = ()  # the function words in order ("we use and for the")
 
 
 @dataclass
@@ -104,19 +105,21 @@ class Analysis:
         return [s for s in self.segments if s.substantive]
 
 
-def _prose_judgement(text: str, kind: str) -> tuple[bool, str, int]:
-    """Is this sentence real prose (enough words, not a comma list of terms)? Also returns its function words."""
+def _prose_judgement(text: str, kind: str) -> tuple[bool, str, tuple[str, ...]]:
+    """Is this sentence real prose (enough words, not a comma list of terms)? Also returns its function
+    words in order: the sentence's skeleton, which templated keyword sentences share."""
     words = [w.lower() for w in _RAW_WORD.findall(text)]
     n = len(words)
-    stops = sum(1 for w in words if w in STOPWORDS)
+    skeleton = tuple(w for w in words if w in STOPWORDS)
+    stops = len(skeleton)
     if n < (4 if kind == "table" else 5):
-        return False, "too short", stops
+        return False, "too short", skeleton
     commas = text.count(",") + text.count(";") + text.count("|")
     if commas >= 2 and n / (commas + 1) <= 3.0 and stops / n < 0.25:
-        return False, "bare list", stops
+        return False, "bare list", skeleton
     if stops == 0 and "`" not in text and ":" not in text:
-        return False, "no prose words", stops
-    return True, "", stops
+        return False, "no prose words", skeleton
+    return True, "", skeleton
 
 
 def _add_prose(analysis: Analysis, text: str) -> None:
@@ -141,8 +144,9 @@ def _add_prose(analysis: Analysis, text: str) -> None:
             if _CLI_COMMAND.match(span.strip()):
                 analysis.segments.append(Segment("inline_code", span, tokens(span), True))
         for sentence in (_SENTENCE_END.split(line) if kind != "table" else [line]):
-            ok, reason, stops = _prose_judgement(sentence, kind)
-            analysis.segments.append(Segment(kind, sentence, tokens(sentence), ok, reason, stops=stops))
+            ok, reason, skeleton = _prose_judgement(sentence, kind)
+            analysis.segments.append(Segment(kind, sentence, tokens(sentence), ok, reason, stops=len(skeleton),
+                                             skeleton=skeleton))
 
 
 def analyse(answer: str) -> Analysis:
