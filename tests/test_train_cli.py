@@ -116,6 +116,12 @@ def test_progress_lines_and_the_closing_summary(tmp_path):
     with ConsoleProgress(out) as progress:  # not a TTY: plain lines
         progress(update)
     assert out.getvalue().count("\n") == 1 and "step 3/10" in out.getvalue()
+    panel = io.StringIO()
+    update["metrics"].update({"reward/security/mean": 0.25, "reward/length/mean": 0.125})
+    with ConsoleProgress(panel, live=True) as progress:  # what a terminal gets: the live panel
+        progress(update)
+    drawn = panel.getvalue()
+    assert "3/10" in drawn and "security 0.25" in drawn and "length 0.12" in drawn and "0:01:10" in drawn
 
     rows = [{"step": s, "data": {"critic/score/mean": r, "reward/security/mean": r / 2}} for s, r in
             enumerate([0.1, 0.2, 0.3, 0.5, 0.6, 0.4, 0.7, 0.8], start=1)]

@@ -82,9 +82,12 @@ class ConsoleProgress:
         for label, key, fmt in KEY_FIGURES:
             if key in metrics:
                 table.add_row(label, fmt.format(metrics[key]))
-        dims = [(k.split("/")[1], v) for k, v in metrics.items() if k.startswith("reward/") and k != "reward/final/mean"]
-        if dims:
-            table.add_row("dimensions", "  ".join(f"{name} {value:.2f}" for name, value in dims))
+        from core.rewards import DIMENSIONS, PENALTIES
+
+        for label, names in (("dimensions", DIMENSIONS), ("penalties", PENALTIES)):
+            parts = [f"{name} {metrics[f'reward/{name}/mean']:.2f}" for name in names if f"reward/{name}/mean" in metrics]
+            if parts:
+                table.add_row(label, "  ".join(parts))
         table.add_row("elapsed / eta", f"{_clock(update['elapsed_s'])} / {_clock(update['eta_s'])}")
         return table
 
