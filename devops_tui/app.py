@@ -68,6 +68,7 @@ class CockpitApp(App[None]):
         Binding("5", "switch_mode('results')", "Results", id="app.results", group=SCREENS_GROUP),
         Binding("question_mark,f1", "help", "Help", key_display="?", id="app.help"),
         Binding("q,ctrl+q", "quit", "Quit", id="app.quit", priority=False),
+        Binding("f12", "save_svg", "Screenshot (SVG)", id="app.screenshot", show=False),
     ]
 
     def __init__(self, *, attach: Path | None = None, runs_root: Path | None = None,
@@ -114,6 +115,11 @@ class CockpitApp(App[None]):
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    def action_save_svg(self) -> None:
+        """Save what the screen shows as an SVG in the working folder (for reports and READMEs)."""
+        path = self.save_screenshot(path=str(Path.cwd()))
+        self.notify(f"saved {path}")
 
     async def action_quit(self) -> None:
         """Quit; runs started elsewhere keep going, runs started here are stopped only if you say so."""

@@ -404,3 +404,13 @@ def test_the_real_command_draws_in_a_terminal_and_restores_it_on_quit(tmp_path):
         except (ProcessLookupError, ChildProcessError):
             pass
         os.close(fd)
+
+
+async def test_f12_saves_what_the_screen_shows_as_svg(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    app = CockpitApp(runs_root=tmp_path / "runs")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("f12")
+        await wait_for(pilot, lambda: list(tmp_path.glob("*.svg")), what="the SVG")
+    (svg,) = tmp_path.glob("*.svg")
+    assert svg.read_text().startswith("<svg") and "runs" in svg.read_text()
