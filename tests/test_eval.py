@@ -1,5 +1,5 @@
 """`devops-rl eval` end to end: the tiny model served in-process, real 127.0.0.1 servers that fail and recover
-or die, an eval process killed mid-way (SIGKILL/SIGINT) whose partial results `--resume` completes.
+or die, an eval process killed mid-way (SIGKILL/SIGTERM) whose partial results `--resume` completes.
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ def _wait_for_results(path: Path, at_least: int, proc: subprocess.Popen) -> dict
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig, code", [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("sig, code", [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGTERM, 130)])
 def test_eval_process_killed_mid_way_keeps_what_finished_and_resume_completes(endpoint, tmp_path, sig, code):
     server = endpoint(delay=0.3)
     path = tmp_path / "eval_results_killed.json"

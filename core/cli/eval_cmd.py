@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -66,6 +67,25 @@ class _Reporter:
             self.bar.stop()
 
 
+@contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM stops an eval like Ctrl-C: the results file is marked `interrupted` before exiting 130."""
+    import signal
+    import threading
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def eval_command(
     base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1"),
     model: str | None = typer.Option(None, "--model", help="Model name the endpoint serves (with --base-url)."),
@@ -90,10 +110,11 @@ def eval_command(
 
     reporter = _Reporter()
     try:
-        path, data = evaluate(base_url=base_url, model=model, local=local, run=run, split=split, task_type=task_type,
-                              difficulty=difficulty, task_ids=task_ids, limit=limit, concurrency=concurrency,
-                              temperature=temperature, max_tokens=max_tokens, timeout=timeout, retries=retries,
-                              seed=seed, out=out, resume=resume, on_start=reporter.start, on_progress=reporter.progress)
+        with _sigterm_as_interrupt():
+            path, data = evaluate(base_url=base_url, model=model, local=local, run=run, split=split, task_type=task_type,
+                                  difficulty=difficulty, task_ids=task_ids, limit=limit, concurrency=concurrency,
+                                  temperature=temperature, max_tokens=max_tokens, timeout=timeout, retries=retries,
+                                  seed=seed, out=out, resume=resume, on_start=reporter.start, on_progress=reporter.progress)
     finally:
         reporter.stop()
     if as_json:
