@@ -38,6 +38,14 @@ def verl_config_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "trainer" / "config"
 
 
+def external_modules() -> str:
+    """`VERL_USE_EXTERNAL_MODULES` for verl's processes: the user's own modules (if any) and our extension."""
+    import os
+
+    modules = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    return ",".join([*modules, EXTENSION_MODULE] if EXTENSION_MODULE not in modules else modules)
+
+
 def run_paths(run_path: Path | str | None) -> dict[str, str]:
     """The files inside a run folder that verl reads or writes (placeholders when there is no run yet)."""
     base = Path(run_path) if run_path is not None else Path(RUN_PLACEHOLDER)
@@ -187,7 +195,7 @@ def _fill_project_keys(config, cfg, *, run_path, resume: bool, ray_address: str 
         env_vars = dict(ray_init.runtime_env.get("env_vars") or {})
         # Every Ray worker imports our extension when it imports verl (verl's external-module hook),
         # which registers the devops_* trainer modes in the TaskRunner that picks one.
-        env_vars["VERL_USE_EXTERNAL_MODULES"] = EXTENSION_MODULE
+        env_vars["VERL_USE_EXTERNAL_MODULES"] = external_modules()
         env_vars["VERL_FILE_LOGGER_PATH"] = str(Path(paths["rollouts"]).parent / "metrics.jsonl")
         ray_init.runtime_env.env_vars = env_vars
         if ray_address:

@@ -53,14 +53,11 @@ def child_command(run_path: Path) -> list[str]:
 
 def child_env(verl_dir: Path) -> dict[str, str]:
     """The child's environment: our extension loaded by verl, verl's file logger in the run folder."""
-    from core.training.verl_backend.compose import EXTENSION_MODULE
+    from core.training.verl_backend.compose import external_modules
 
     env = dict(os.environ)
-    modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
-    if EXTENSION_MODULE not in modules:
-        modules.append(EXTENSION_MODULE)
     env.update({
-        "VERL_USE_EXTERNAL_MODULES": ",".join(modules),
+        "VERL_USE_EXTERNAL_MODULES": external_modules(),
         "VERL_FILE_LOGGER_PATH": str(verl_dir / VERL_METRICS_NAME),
         "PYTHONUNBUFFERED": "1",
         "RAY_DEDUP_LOGS": "0",  # every worker's lines in train.log, not "repeated 7x"
