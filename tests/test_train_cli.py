@@ -25,12 +25,14 @@ def _error_line(capsys) -> str:
         (["--mode", "test", "--set", "data.train_bach_size=2"], "did you mean"),
         (["--mode", "test", "--resume"], "--resume: no run of mode 'test'"),
         (["--mode", "test", "--backend", "torch", "--ray-address", "auto"], "--ray-address is for the verl backend"),
+        (["--mode", "train", "--backend", "torch", "--model", "acme/not-downloaded"], "not in the local Hugging Face cache"),
     ],
 )
-def test_bad_input_is_one_error_line_and_exit_2(capsys, args, message):
+def test_bad_input_is_one_error_line_and_exit_2(capsys, tmp_path, args, message):
     assert main(["train", *args]) == 2
     line = _error_line(capsys)
     assert line.startswith("error: ") and message in line
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())  # no run folder left behind
 
 
 def test_run_dir_that_holds_a_run_needs_resume(tmp_path, capsys):

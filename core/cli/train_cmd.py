@@ -57,7 +57,7 @@ def train(
 ) -> int:
     from core.training.progress import ConsoleProgress, run_summary
     from core.training.rundir import RunDirectory
-    from core.training.train import choose_backend, config_for_mode, run_training
+    from core.training.train import check_ray_address, choose_backend, config_for_mode, run_training
 
     existing = _open_run_dir(run_dir, resume, mode)
     if existing is not None and config is None:
@@ -72,6 +72,11 @@ def train(
         raise UserError(problems[0] + (f" (and {len(problems) - 1} more; run 'devops-rl config validate')" if len(problems) > 1 else ""))
     chosen, why = choose_backend(cfg.devops.backend)
     log.info(why)
+    check_ray_address(chosen, ray_address)
+    if chosen == "torch":  # a missing model is a one-line error before any run folder is made
+        from core.training.tiny_model import resolve_model_path
+
+        resolve_model_path(cfg.actor_rollout_ref.model.path)
     if model is None and cfg.actor_rollout_ref.model.path == "builtin:tiny" and mode in ("ci-fast", "test"):
         log.info("model: the built-in tiny model (builtin:tiny), built locally; pass --model to train another")
     if existing is None:

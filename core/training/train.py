@@ -83,6 +83,12 @@ def choose_backend(requested: str) -> tuple[str, str]:
     return "torch", f"backend: torch (auto: {why})"
 
 
+def check_ray_address(backend: str, ray_address: str | None) -> None:
+    """`--ray-address` only means something to verl; on torch it is refused rather than ignored."""
+    if ray_address and backend != "verl":
+        raise UserError("--ray-address is for the verl backend; drop it or use --backend verl")
+
+
 def run_training(
     cfg,
     *,
@@ -103,8 +109,7 @@ def run_training(
 
         return run_verl_training(cfg, mode=mode, run_dir=run_dir, resume=resume, ray_address=ray_address,
                                  progress=progress)
-    if ray_address:
-        raise UserError("--ray-address is for the verl backend; drop it or use --backend verl")
+    check_ray_address(backend, ray_address)
     from core.training.native import run_native
 
     return run_native(cfg, mode=mode, run_dir=run_dir, resume=resume, progress=progress)
