@@ -141,7 +141,6 @@ def repetition(analysis: Analysis) -> tuple[float, list[str]]:
 _SPACE = re.compile(r"\s+")
 _NON_LETTER = re.compile(r"[\W\d_]+")
 _ODD_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffd\ue000-\uf8ff]")
-_LONG_CHUNK = re.compile(r"(?<!\S)[^\s/]{46,}(?!\S)")
 
 
 def degenerate(analysis: Analysis) -> tuple[float, list[str]]:
@@ -163,9 +162,9 @@ def degenerate(analysis: Analysis) -> tuple[float, list[str]]:
     if len(words) >= 40 and len(set(words)) / len(words) < 0.2:
         value += 0.3
         evidence.append(f"only {len(set(words))} distinct words of {len(words)}")
-    prose = "\n".join(analysis.prose_lines)
-    chunks = _LONG_CHUNK.findall(prose)
-    if chunks and len(chunks) * 60 > len(prose.split()):
+    prose_words = " ".join(analysis.prose_lines).split()
+    chunks = [w for w in prose_words if len(w) > 45 and "/" not in w]
+    if chunks and len(chunks) * 60 > len(prose_words):
         value += 0.3
         evidence.append(f"{len(chunks)} unbroken strings longer than 45 characters")
     odd = len(_ODD_CHARS.findall(visible))
@@ -209,19 +208,26 @@ def _line_at(text: str, pos: int) -> str:
 
 def _findings(text: str, patterns, lowercase_triggers: bool) -> list[tuple[str, re.Match, str]]:
     """(label, match, line) for each pattern, run only on the lines holding one of its triggers."""
-    lines = text.splitlines()
-    lowered = text.lower() if lowercase_triggers else text
-    lowered_lines = lowered.splitlines() if lowercase_triggers else lines
+    haystack = text.lower() if lowercase_triggers else text
     found = []
     for label, triggers, pattern in patterns:
-        if not any(t in lowered for t in triggers):
+        starts: set[int] = set()
+        for trigger in triggers:
+            at = haystack.find(trigger)
+            while at != -1:
+                start = haystack.rfind("\n", 0, at) + 1
+                starts.add(start)
+                end = haystack.find("\n", at)
+                at = haystack.find(trigger, end) if end != -1 else -1
+        if not starts:
             continue
         if label in _MULTILINE:  # these patterns span lines: they see the whole text
             found.extend((label, m, _line_at(text, m.start())) for m in pattern.finditer(text))
             continue
-        for line, low in zip(lines, lowered_lines):
-            if any(t in low for t in triggers):
-                found.extend((label, m, line) for m in pattern.finditer(line))
+        for start in sorted(starts):
+            end = text.find("\n", start)
+            line = text[start : end if end != -1 else len(text)]
+            found.extend((label, m, line) for m in pattern.finditer(line))
     return found
 
 

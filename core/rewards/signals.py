@@ -270,14 +270,15 @@ def expected_forms(expected: str) -> tuple[tuple[str, ...], ...]:
 _FILLER = frozenset(stem(w) for w in ("a", "an", "the", "of", "to", "for", "and", "or", "in", "on", "with", "by"))
 
 
-def _contains(haystack: list[str], needle: tuple[str, ...]) -> bool:
-    if not needle:
-        return False
-    first, length = needle[0], len(needle)
-    for i, token in enumerate(haystack):
-        if token == first and tuple(haystack[i : i + length]) == needle:
-            return True
-    return False
+def _joined(segment: Segment) -> str:
+    """The segment's tokens as " a b c " so a phrase is found with one substring search."""
+    if segment.joined is None:
+        segment.joined = " " + " ".join(segment.tokens) + " "
+    return segment.joined
+
+
+def _contains(segment: Segment, needle: tuple[str, ...]) -> bool:
+    return bool(needle) and (" " + " ".join(needle) + " ") in _joined(segment)
 
 
 def expected_credit(expected: str, segments: list[Segment]) -> tuple[float, Segment | None]:
@@ -292,14 +293,17 @@ def expected_credit(expected: str, segments: list[Segment]) -> tuple[float, Segm
     for segment in segments:
         if not (segment.substantive or segment.supported):
             continue
-        toks = segment.tokens
         for form in forms:
-            if _contains(toks, form):
+            if _contains(segment, form):
                 return 1.0, segment
         content = [t for t in forms[0] if t not in _FILLER]
         if not content:
             continue
-        present = [t for t in content if t in toks]
+        joined = _joined(segment)
+        present = [t for t in content if f" {t} " in joined]
+        if len(present) < len(content) / 2:
+            continue
+        toks = segment.tokens
         share = len(present) / len(content)
         if share == 1.0:
             positions = sorted(toks.index(t) for t in content)
@@ -326,6 +330,6 @@ def score_expected(expected_outputs: list[str], segments: list[Segment]) -> tupl
             evidence.append(f"{expected} ({credit:.1f}): \"{_snippet(where.text, expected_forms(expected)[0])}\"")
         else:
             evidence.append(f"{expected}: missing")
-            if any(_contains(s.tokens, form) for s in bare for form in expected_forms(expected)):
+            if any(_contains(s, form) for s in bare for form in expected_forms(expected)):
                 unsupported.append(expected)
     return sum(credits) / len(credits), evidence, unsupported

@@ -62,9 +62,29 @@ def stem(word: str) -> str:
     return word
 
 
+_ALNUM = re.compile(r"[A-Za-z0-9]+")
+_NORMALISED: dict[str, tuple[str, ...]] = {}
+
+
+def _normalise(raw: str) -> tuple[str, ...]:
+    if len(_NORMALISED) > 200_000:  # bounded memory on a long training run
+        _NORMALISED.clear()
+    parts = tuple(stem(t.lower()) for t in _TOKEN.findall(raw))
+    _NORMALISED[raw] = parts
+    return parts
+
+
 def tokens(text: str) -> list[str]:
-    """Normalised tokens: camelCase and separators split, lowercased, stemmed."""
-    return [stem(t.lower()) for t in _TOKEN.findall(text)]
+    """Normalised tokens: camelCase and separators split, lowercased, stemmed (cached per raw word)."""
+    out: list[str] = []
+    cache = _NORMALISED
+    for raw in _ALNUM.findall(text):
+        parts = cache.get(raw) or _normalise(raw)
+        if len(parts) == 1:
+            out.append(parts[0])
+        else:
+            out.extend(parts)
+    return out
 
 
 def phrase_key(text: str) -> tuple[str, ...]:
@@ -87,6 +107,7 @@ class Segment:
     covered: int = 0  # tokens covered by rubric matches
     stops: int = 0  # function words (prose has them; keyword strings do not)
     skeleton: tuple[str, ...] = ()  # the function words in order ("we use and for the")
+    joined: str | None = None  # " ".join(tokens) with spaces around, built on first use
 
 
 @dataclass

@@ -1,0 +1,123 @@
+"""Reward throughput: answers scored per second on one core, for the task set's reference answers and
+for synthetic 1-6 KB answers with code blocks (all distinct, so no cache helps). Goal: >= 1,000/s.
+
+CPU time (`time.process_time`) is used so a busy shared machine does not distort the figure.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+GOAL = 1000.0
+
+_SENTENCES = [
+    "Roll out the change with a canary at {n}% of traffic so that a bad build only reaches a few users.",
+    "The readinessProbe on /readyz keeps pods out of the Service until the cache for {name} is warm.",
+    "Store the database password in Secrets Manager and let the task role read only that secret.",
+    "Alert on the error budget burn rate over 1h and 6h windows instead of paging on every {n} errors.",
+    "Terraform keeps the {name} state in S3 with locking, and CI runs terraform plan on every pull request.",
+    "Verify the rollout with kubectl rollout status, then watch p99 latency on the Grafana dashboard.",
+    "If the new version misbehaves, roll back with helm rollback {name} to the previous revision.",
+    "Backups run nightly and a restore test every week proves that the RPO of {n} minutes holds.",
+    "Run the containers as a non-root user with a read-only root filesystem to limit what an attacker can do.",
+    "A PodDisruptionBudget with minAvailable {n} keeps the service up while nodes are drained.",
+    "Document the runbook next to the alert so the on-call engineer knows why it fired and what to check.",
+    "Retries use exponential backoff with jitter and give up after {n} attempts to avoid a retry storm.",
+]
+
+
+def _yaml_block(rng: random.Random, name: str) -> str:
+    return (
+        "```yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n"
+        f"  name: {name}\n  labels: {{app: {name}, team: t{rng.randint(1, 99)}}}\nspec:\n"
+        f"  replicas: {rng.randint(2, 9)}\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n"
+        f"    metadata: {{labels: {{app: {name}}}}}\n    spec:\n"
+        "      securityContext: {runAsNonRoot: true, runAsUser: 10001}\n      containers:\n"
+        f"        - name: {name}\n          image: registry.example.com/{name}:1.{rng.randint(0, 40)}.{rng.randint(0, 9)}\n"
+        f"          ports: [{{containerPort: {rng.randint(3000, 9000)}}}]\n"
+        f"          resources: {{requests: {{cpu: {rng.randint(100, 900)}m, memory: {rng.randint(128, 1024)}Mi}}}}\n"
+        f"          readinessProbe: {{httpGet: {{path: /readyz, port: http}}, periodSeconds: {rng.randint(2, 10)}}}\n"
+        f"          livenessProbe: {{httpGet: {{path: /healthz, port: http}}, failureThreshold: {rng.randint(3, 6)}}}\n"
+        "```\n"
+    )
+
+
+def _bash_block(rng: random.Random, name: str) -> str:
+    return (
+        "```bash\nset -euo pipefail\n"
+        f"kubectl -n ns{rng.randint(1, 50)} rollout status deploy/{name} --timeout={rng.randint(60, 600)}s\n"
+        f"for i in $(seq 1 {rng.randint(3, 9)}); do\n  curl -fsS https://{name}.example.com/healthz && break\n  sleep $((i * 2))\ndone\n"
+        "```\n"
+    )
+
+
+def _dockerfile_block(rng: random.Random, name: str) -> str:
+    return (
+        f"```dockerfile\nFROM python:3.12.{rng.randint(0, 7)}-slim AS build\nWORKDIR /src\nCOPY . .\n"
+        f"RUN pip wheel --no-deps -w /wheels .\nFROM python:3.12.{rng.randint(0, 7)}-slim\n"
+        f"COPY --from=build /wheels /wheels\nRUN pip install /wheels/*.whl && useradd -u {rng.randint(1000, 60000)} app\n"
+        f"USER app\nCMD [\"{name}\"]\n```\n"
+    )
+
+
+def synthetic_answers(count: int = 400, seed: int = 0) -> list[str]:
+    """Distinct markdown answers of 1-6 KB with prose, headings and yaml/bash/Dockerfile blocks."""
+    rng = random.Random(seed)
+    blocks = (_yaml_block, _bash_block, _dockerfile_block)
+    answers = []
+    for i in range(count):
+        target = rng.randint(1000, 6000)
+        name = f"svc-{i}-{rng.randint(100, 999)}"
+        parts = [f"**Approach:** {rng.choice(_SENTENCES).format(n=rng.randint(1, 60), name=name)}\n"]
+        while sum(map(len, parts)) < target:
+            roll = rng.random()
+            if roll < 0.25:
+                parts.append(rng.choice(blocks)(rng, name))
+            elif roll < 0.35:
+                parts.append(f"\n**{rng.choice(['Verify', 'Rollback', 'Monitoring', 'Security', 'Why'])}:** ")
+            else:
+                parts.append(rng.choice(_SENTENCES).format(n=rng.randint(1, 60), name=name) + " ")
+        answers.append("".join(parts))
+    return answers
+
+
+def _throughput(pairs: list[tuple[str, object]]) -> float:
+    from core.rewards import score
+
+    started = time.process_time()
+    for answer, task in pairs:
+        score(answer, task)
+    return len(pairs) / max(time.process_time() - started, 1e-9)
+
+
+def run() -> list[dict]:
+    import tasks
+    from core.rewards import score
+
+    all_tasks = tasks.load_tasks()
+    score("warm-up", all_tasks[0])  # imports, weights file, compiled patterns
+    synthetic = synthetic_answers()
+    pairs = [(answer, all_tasks[i % len(all_tasks)]) for i, answer in enumerate(synthetic)]
+    references = [(t.reference_answer, t) for t in all_tasks]
+    kb = sum(len(a) for a in synthetic) / len(synthetic) / 1024
+    rows = []
+    for figure, data in (
+        (f"answers/s, synthetic 1-6 KB with code (mean {kb:.1f} KB)", pairs),
+        (f"answers/s, {len(references)} reference answers (first pass)", references),
+    ):
+        value = _throughput(data)
+        rows.append({"benchmark": "reward", "figure": figure, "value": round(value, 1), "unit": "answers/s",
+                     "peer": GOAL, "yardstick": "goal 1,000/s on one core", "ratio": round(value / GOAL, 2),
+                     "goal": ">= 1000"})
+    return rows
+
+
+if __name__ == "__main__":
+    from run_all import print_table
+
+    print_table(run())
