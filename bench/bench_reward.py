@@ -95,6 +95,21 @@ def _throughput(pairs: list[tuple[str, object]]) -> float:
     return len(pairs) / max(time.process_time() - started, 1e-9)
 
 
+def _yaml_only(answers: list[str]) -> float:
+    """The peer: PyYAML (libyaml) safe_load_all of the same answers' yaml blocks, nothing else."""
+    import yaml
+
+    from core.rewards.code_blocks import split_fences
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    blocks = [[p.body for p in split_fences(a) if p.lang == "yaml"] for a in answers]
+    started = time.process_time()
+    for answer_blocks in blocks:
+        for body in answer_blocks:
+            list(yaml.load_all(body, Loader=loader))
+    return len(answers) / max(time.process_time() - started, 1e-9)
+
+
 def run() -> list[dict]:
     import tasks
     from core.rewards import score
@@ -114,6 +129,11 @@ def run() -> list[dict]:
         rows.append({"benchmark": "reward", "figure": figure, "value": round(value, 1), "unit": "answers/s",
                      "peer": GOAL, "yardstick": "goal 1,000/s on one core", "ratio": round(value / GOAL, 2),
                      "goal": ">= 1000"})
+    peer = _yaml_only(synthetic)
+    rows.append({"benchmark": "reward", "figure": "peer: PyYAML safe_load_all of the same yaml blocks only",
+                 "value": round(peer, 1), "unit": "answers/s", "peer": round(rows[0]["value"], 1),
+                 "yardstick": "reward answers/s (row 1)", "ratio": round(rows[0]["value"] / peer, 2),
+                 "goal": "share of the budget YAML alone takes"})
     return rows
 
 

@@ -138,14 +138,13 @@ def repetition(analysis: Analysis) -> tuple[float, list[str]]:
     return _clip(value, 0.6), evidence if value > 0 else []
 
 
-_SPACE = re.compile(r"\s+")
-_NON_LETTER = re.compile(r"[\W\d_]+")
+_ASCII_LETTERS = bytes(range(65, 91)) + bytes(range(97, 123))
 _ODD_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffd\ue000-\uf8ff]")
 
 
 def degenerate(analysis: Analysis) -> tuple[float, list[str]]:
     """Garbage: few distinct characters or words, little alphabetic text, long unbroken strings."""
-    visible = _SPACE.sub("", analysis.answer)
+    visible = "".join(analysis.answer.split())
     if len(visible) < 40:
         return 0.0, []
     evidence = []
@@ -154,7 +153,11 @@ def degenerate(analysis: Analysis) -> tuple[float, list[str]]:
     if distinct < 15:
         value += 0.4
         evidence.append(f"only {distinct} distinct characters")
-    letters = len(_NON_LETTER.sub("", visible))
+    raw = visible.encode("utf-8")
+    if len(raw) == len(visible):  # ASCII: count letters in C
+        letters = len(raw) - len(raw.translate(None, _ASCII_LETTERS))
+    else:
+        letters = sum(map(str.isalpha, visible))
     if letters / len(visible) < 0.5:
         value += 0.3
         evidence.append(f"only {letters / len(visible):.0%} letters")

@@ -158,6 +158,7 @@ def _build_index() -> tuple[dict[str, list[tuple[tuple[str, ...], str, str]]], d
 
 
 _INDEX, _WEIGHTS = _build_index()
+_FIRST_TOKENS = frozenset(_INDEX)
 
 
 def rubric_keywords() -> list[str]:
@@ -179,10 +180,16 @@ def _snippet(text: str, key: tuple[str, ...] = (), limit: int = 90) -> str:
 def match_signals(segment_tokens: list[str]) -> tuple[list[tuple[str, str, tuple[str, ...]]], int]:
     """(dimension, signal, phrase) for every rubric phrase in a token list, and how many tokens they cover."""
     hits: list[tuple[str, str, tuple[str, ...]]] = []
+    if _FIRST_TOKENS.isdisjoint(segment_tokens):
+        return hits, 0
     n = len(segment_tokens)
     covered_until = covered = 0
+    index = _INDEX
     for i, token in enumerate(segment_tokens):
-        for key, dimension, name in _INDEX.get(token, ()):
+        candidates = index.get(token)
+        if candidates is None:
+            continue
+        for key, dimension, name in candidates:
             length = len(key)
             if length == 1 or (i + length <= n and tuple(segment_tokens[i : i + length]) == key):
                 hits.append((dimension, name, key))
