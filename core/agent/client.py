@@ -93,22 +93,23 @@ class DevOpsAgent:
             system_prompt = default_prompt()
         self.system_prompt = system_prompt
         self._key, self._key_source = api_key_from_env()
-        self._local = threading.local()
+        self._openai = None
+        self._client_lock = threading.Lock()
 
     def __repr__(self) -> str:  # never the key
         return f"DevOpsAgent(base_url={self.base_url!r}, model={self.model!r})"
 
     @property
     def _client(self):
-        client = getattr(self._local, "client", None)
-        if client is None:
-            from openai import OpenAI
+        """One openai client shared by every thread (httpx's pool is thread-safe; building one costs ~0.1 s)."""
+        with self._client_lock:
+            if self._openai is None:
+                from openai import OpenAI
 
-            client = OpenAI(base_url=self.base_url, api_key=self._key or NO_KEY, timeout=self.timeout, max_retries=0)
-            for name in ("httpx", "httpx2"):  # one INFO line per request otherwise (openai ships httpx2 now)
-                logging.getLogger(name).setLevel(logging.WARNING)
-            self._local.client = client
-        return client
+                self._openai = OpenAI(base_url=self.base_url, api_key=self._key or NO_KEY, timeout=self.timeout, max_retries=0)
+                for name in ("httpx", "httpx2"):  # one INFO line per request otherwise (openai ships httpx2 now)
+                    logging.getLogger(name).setLevel(logging.WARNING)
+            return self._openai
 
     def messages(self, task) -> list[dict[str, str]]:
         desc = task.desc if hasattr(task, "desc") else task["desc"]
