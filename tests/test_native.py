@@ -31,7 +31,7 @@ def _train_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "core.cli.main", "train", *args]
 
 
-def _run(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+def _run(*args: str, timeout: float = 420) -> subprocess.CompletedProcess:
     return subprocess.run(_train_cmd(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
@@ -44,7 +44,7 @@ def _events(run_dir: Path) -> list[str]:
     return [row["event"] for row in _rows(run_dir, "events.jsonl")]
 
 
-def _wait_for(predicate, proc: subprocess.Popen, timeout: float = 180) -> None:
+def _wait_for(predicate, proc: subprocess.Popen, timeout: float = 420) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if proc.poll() is not None:
@@ -103,7 +103,7 @@ def test_kill_9_then_resume_continues_with_no_duplicated_or_missing_steps(tmp_pa
     steps_before = [r["step"] for r in _rows(run_dir)]
     assert steps_before[:3] == [1, 2, 3]
 
-    result = _run(*args, "--run-dir", str(run_dir), "--resume")
+    result = _run("--mode", "test", "--backend", "torch", "--run-dir", str(run_dir), "--resume")  # settings from the run
     assert result.returncode == 0, result.stderr
     steps = [r["step"] for r in _rows(run_dir)]
     assert steps == [1, 2, 3, 4, 5, 6]

@@ -60,10 +60,12 @@ def train(
     from core.training.train import check_ray_address, choose_backend, config_for_mode, run_training
 
     existing = _open_run_dir(run_dir, resume, mode)
-    if existing is not None and config is None:
-        config = existing.path / "config.yaml"  # a resumed run keeps its own settings (--set still applies)
+    resolved = existing is not None and config is None
+    if resolved:
+        config = existing.config_path  # a resumed run keeps its own settings (--set still applies)
     cfg = config_for_mode(
-        mode, config_file=config, overrides=overrides, model=model, seed=seed, backend=backend, n_runners=n_runners
+        mode, config_file=config, overrides=overrides, model=model, seed=seed, backend=backend, n_runners=n_runners,
+        resolved=resolved,
     )
     from core.training.config import validate
 

@@ -44,14 +44,19 @@ def config_for_mode(
     seed: int | None = None,
     backend: str | None = None,
     n_runners: int | None = None,
+    resolved: bool = False,
 ):
-    """The resolved config for a mode: its preset < the config file < `--set` < the explicit options."""
+    """The resolved config for a mode: its preset < the config file < `--set` < the explicit options.
+
+    `resolved`: the config file is a run's own resolved config (resume), so `--mode test`'s shrinking
+    is not applied again over it.
+    """
     from core.training.config import load_config
 
     if mode not in MODES:
         raise UserError(f"--mode: unknown mode {mode!r}; one of {', '.join(MODES)}")
-    extra = list(TEST_MODE_OVERRIDES) if mode == "test" else []
-    if mode == "test" and model is None:
+    extra = list(TEST_MODE_OVERRIDES) if mode == "test" and not resolved else []
+    if mode == "test" and model is None and not resolved:
         extra.append("actor_rollout_ref.model.path=builtin:tiny")
     extra.extend(overrides)
     if model is not None:
