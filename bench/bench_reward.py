@@ -1,7 +1,7 @@
 """Reward throughput: answers scored per second on one core, for the task set's reference answers and
 for synthetic 1-6 KB answers with code blocks (all distinct, so no cache helps). Goal: >= 1,000/s.
 
-CPU time (`time.process_time`) is used so a busy shared machine does not distort the figure.
+CPU time (`time.process_time`), best of three runs, so a busy shared machine distorts the figure less.
 """
 
 from __future__ import annotations
@@ -86,13 +86,23 @@ def synthetic_answers(count: int = 400, seed: int = 0) -> list[str]:
     return answers
 
 
+def _best_of(repeats: int, measure) -> float:
+    """The best of a few runs: on a shared machine the fastest run is the least disturbed one."""
+    return max(measure() for _ in range(repeats))
+
+
 def _throughput(pairs: list[tuple[str, object]]) -> float:
     from core.rewards import score
+    from core.rewards.code_blocks import _yaml_findings
 
-    started = time.process_time()
-    for answer, task in pairs:
-        score(answer, task)
-    return len(pairs) / max(time.process_time() - started, 1e-9)
+    def once() -> float:
+        _yaml_findings.cache_clear()  # every run parses its YAML, as fresh rollouts would
+        started = time.process_time()
+        for answer, task in pairs:
+            score(answer, task)
+        return len(pairs) / max(time.process_time() - started, 1e-9)
+
+    return _best_of(3, once)
 
 
 def _yaml_only(answers: list[str]) -> float:
@@ -103,11 +113,15 @@ def _yaml_only(answers: list[str]) -> float:
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     blocks = [[p.body for p in split_fences(a) if p.lang == "yaml"] for a in answers]
-    started = time.process_time()
-    for answer_blocks in blocks:
-        for body in answer_blocks:
-            list(yaml.load_all(body, Loader=loader))
-    return len(answers) / max(time.process_time() - started, 1e-9)
+
+    def once() -> float:
+        started = time.process_time()
+        for answer_blocks in blocks:
+            for body in answer_blocks:
+                list(yaml.load_all(body, Loader=loader))
+        return len(answers) / max(time.process_time() - started, 1e-9)
+
+    return _best_of(3, once)
 
 
 def run() -> list[dict]:
@@ -123,7 +137,7 @@ def run() -> list[dict]:
     rows = []
     for figure, data in (
         (f"answers/s, synthetic 1-6 KB with code (mean {kb:.1f} KB)", pairs),
-        (f"answers/s, {len(references)} reference answers (first pass)", references),
+        (f"answers/s, {len(references)} reference answers", references),
     ):
         value = _throughput(data)
         rows.append({"benchmark": "reward", "figure": figure, "value": round(value, 1), "unit": "answers/s",

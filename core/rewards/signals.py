@@ -159,6 +159,13 @@ def _build_index() -> tuple[dict[str, list[tuple[tuple[str, ...], str, str]]], d
 
 _INDEX, _WEIGHTS = _build_index()
 _FIRST_TOKENS = frozenset(_INDEX)
+_SINGLE = frozenset(first for first, entries in _INDEX.items() if any(len(k) == 1 for k, _, _ in entries))
+# Per first token: its rubric entries with the " a b " needle of multi-token phrases (None for one token),
+# and the distinct multi-token needles with their lengths.
+_ENTRIES = {first: [(" " + " ".join(k) + " " if len(k) > 1 else None, k, d, n) for k, d, n in entries]
+            for first, entries in _INDEX.items()}
+_LONGER = {first: sorted({(" " + " ".join(k) + " ", len(k)) for k, _, _ in entries if len(k) > 1})
+           for first, entries in _INDEX.items()}
 
 
 def rubric_keywords() -> list[str]:
@@ -178,26 +185,27 @@ def _snippet(text: str, key: tuple[str, ...] = (), limit: int = 90) -> str:
 
 
 def match_signals(segment_tokens: list[str]) -> tuple[list[tuple[str, str, tuple[str, ...]]], int]:
-    """(dimension, signal, phrase) for every rubric phrase in a token list, and how many tokens they cover."""
+    """(dimension, signal, phrase) for every rubric phrase in a token list (once per phrase), and about
+    how many tokens the phrases cover (a phrase inside a longer matched phrase is not counted twice)."""
+    firsts = _FIRST_TOKENS.intersection(segment_tokens)
+    if not firsts:
+        return [], 0
+    joined = " " + " ".join(segment_tokens) + " "
     hits: list[tuple[str, str, tuple[str, ...]]] = []
-    if _FIRST_TOKENS.isdisjoint(segment_tokens):
-        return hits, 0
-    n = len(segment_tokens)
-    covered_until = covered = 0
-    index = _INDEX
-    for i, token in enumerate(segment_tokens):
-        candidates = index.get(token)
-        if candidates is None:
-            continue
-        for key, dimension, name in candidates:
-            length = len(key)
-            if length == 1 or (i + length <= n and tuple(segment_tokens[i : i + length]) == key):
+    covered = 0
+    for first in firsts:
+        counts: dict[str, int] = {}
+        inside = 0
+        for needle, length in _LONGER[first]:
+            times = counts[needle] = joined.count(needle)
+            covered += times * length
+            inside += times
+        for needle, key, dimension, name in _ENTRIES[first]:
+            if needle is None or counts[needle]:
                 hits.append((dimension, name, key))
-                end = i + length
-                if end > covered_until:
-                    covered += end - max(i, covered_until)
-                    covered_until = end
-    return hits, covered
+        if first in _SINGLE:
+            covered += max(0, segment_tokens.count(first) - inside)
+    return hits, min(covered, len(segment_tokens))
 
 
 # What a valid code block is evidence of by itself: Terraform is infrastructure as code even when the

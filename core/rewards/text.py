@@ -16,6 +16,7 @@ from core.rewards.code_blocks import BlockReport, check_block, split_fences
 # letter-digit words together ("k8s", "p99", "5xx", "ec2").
 _TOKEN = re.compile(r"\d*[A-Z]?[a-z]+(?:\d+[a-z]*)*|\d*[A-Z]+(?:\d+[a-z]*)*(?![a-z])|\d+")
 _RAW_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
+_LOWER_WORD = re.compile(r"[a-z][a-z'\-]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^a-z\s])")
 _LIST_MARK = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
 _INLINE_CODE = re.compile(r"`([^`\n]{3,200})`")
@@ -63,28 +64,26 @@ def stem(word: str) -> str:
 
 
 _ALNUM = re.compile(r"[A-Za-z0-9]+")
-_NORMALISED: dict[str, tuple[str, ...]] = {}
 
 
-def _normalise(raw: str) -> tuple[str, ...]:
-    if len(_NORMALISED) > 200_000:  # bounded memory on a long training run
-        _NORMALISED.clear()
-    parts = tuple(stem(t.lower()) for t in _TOKEN.findall(raw))
-    _NORMALISED[raw] = parts
-    return parts
+class _Normalised(dict):
+    """raw word -> its normalised tokens joined by spaces ("readinessProbe" -> "readiness prob"), filled on
+    first use so `tokens` runs as C-level map/join/split."""
+
+    def __missing__(self, raw: str) -> str:
+        if len(self) > 200_000:  # bounded memory on a long training run
+            self.clear()
+        value = " ".join(stem(t.lower()) for t in _TOKEN.findall(raw))
+        self[raw] = value
+        return value
+
+
+_NORMALISED = _Normalised()
 
 
 def tokens(text: str) -> list[str]:
     """Normalised tokens: camelCase and separators split, lowercased, stemmed (cached per raw word)."""
-    out: list[str] = []
-    cache = _NORMALISED
-    for raw in _ALNUM.findall(text):
-        parts = cache.get(raw) or _normalise(raw)
-        if len(parts) == 1:
-            out.append(parts[0])
-        else:
-            out.extend(parts)
-    return out
+    return " ".join(map(_NORMALISED.__getitem__, _ALNUM.findall(text))).split()
 
 
 def phrase_key(text: str) -> tuple[str, ...]:
@@ -129,9 +128,9 @@ class Analysis:
 def _prose_judgement(text: str, kind: str) -> tuple[bool, str, tuple[str, ...]]:
     """Is this sentence real prose (enough words, not a comma list of terms)? Also returns its function
     words in order: the sentence's skeleton, which templated keyword sentences share."""
-    words = [w.lower() for w in _RAW_WORD.findall(text)]
+    words = _LOWER_WORD.findall(text.lower())
     n = len(words)
-    skeleton = tuple(w for w in words if w in STOPWORDS)
+    skeleton = tuple(filter(STOPWORDS.__contains__, words))
     stops = len(skeleton)
     if n < (4 if kind == "table" else 5):
         return False, "too short", skeleton
@@ -172,7 +171,7 @@ def _add_prose(analysis: Analysis, text: str) -> None:
 
 def analyse(answer: str) -> Analysis:
     """Split the answer into segments and check its code blocks."""
-    analysis = Analysis(answer=answer, words=[w.lower() for w in _RAW_WORD.findall(answer)])
+    analysis = Analysis(answer=answer, words=_LOWER_WORD.findall(answer.lower()))
     for part in split_fences(answer):
         if part.lang is None:
             _add_prose(analysis, part.body)
