@@ -318,6 +318,12 @@ async def test_launch_a_ci_fast_run_and_watch_steps_arrive(tmp_path):
         screen = app.screen
         await wait_for(pilot, lambda: bool(screen.keys), what="config keys")
         assert screen.preset == "ci-fast"
+        # The smallest real run (CI machines are shared): 2 prompts x 2 answers of 16 tokens per step.
+        for key, value in (("data.train_batch_size", "2"), ("actor_rollout_ref.actor.ppo_mini_batch_size", "2"),
+                           ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "2"),
+                           ("actor_rollout_ref.rollout.n", "2"), ("data.max_response_length", "16")):
+            screen.set_value(key, value)
+        assert not screen.error and not screen.problems, (screen.error, screen.problems)
         await pilot.press("ctrl+l")
         await wait_for(pilot, lambda: len(app.launched) == 1, what="the launch")
         (launched,) = app.launched.values()
