@@ -19,6 +19,7 @@ _RAW_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
 _LOWER_WORD = re.compile(r"[a-z][a-z'\-]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^a-z\s])")
 _LIST_MARK = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
+_LIST_STARTS = frozenset("-*+0123456789")
 _INLINE_CODE = re.compile(r"`([^`\n]{3,200})`")
 _CLI_COMMAND = re.compile(
     r"^(?:sudo\s+)?(?:kubectl|helm|aws|gcloud|az|terraform|tofu|docker|podman|git|systemctl|journalctl|psql|mysql|"
@@ -143,30 +144,33 @@ def _prose_judgement(text: str, kind: str) -> tuple[bool, str, tuple[str, ...]]:
 
 
 def _add_prose(analysis: Analysis, text: str) -> None:
+    segments = analysis.segments
     for raw_line in text.splitlines():
         line = raw_line.strip()
         if not line:
             continue
         analysis.prose_lines.append(line)
-        if _HEADING.match(line):
+        first = line[0]
+        if first in "#*" and _HEADING.match(line):
             analysis.headings += 1
-            if line.startswith("#") or _BOLD_ONLY.match(line):
-                analysis.segments.append(Segment("heading", line, tokens(line), False, "heading"))
+            if first == "#" or _BOLD_ONLY.match(line):
+                segments.append(Segment("heading", line, tokens(line), False, "heading"))
                 continue
         kind = "sentence"
-        if _LIST_MARK.match(line):
+        if first in _LIST_STARTS and _LIST_MARK.match(line):
             kind, line = "item", _LIST_MARK.sub("", line, count=1)
-        elif line.startswith("|"):
+        elif first == "|":
             if set(line) <= set("|-: "):
                 continue
             kind = "table"
-        for span in _INLINE_CODE.findall(line):
-            if _CLI_COMMAND.match(span.strip()):
-                analysis.segments.append(Segment("inline_code", span, tokens(span), True))
-        for sentence in (_SENTENCE_END.split(line) if kind != "table" else [line]):
+        if "`" in line:
+            for span in _INLINE_CODE.findall(line):
+                if _CLI_COMMAND.match(span.strip()):
+                    segments.append(Segment("inline_code", span, tokens(span), True))
+        split = kind != "table" and ("." in line or "!" in line or "?" in line)
+        for sentence in (_SENTENCE_END.split(line) if split else (line,)):
             ok, reason, skeleton = _prose_judgement(sentence, kind)
-            analysis.segments.append(Segment(kind, sentence, tokens(sentence), ok, reason, stops=len(skeleton),
-                                             skeleton=skeleton))
+            segments.append(Segment(kind, sentence, tokens(sentence), ok, reason, stops=len(skeleton), skeleton=skeleton))
 
 
 def analyse(answer: str) -> Analysis:
