@@ -42,6 +42,10 @@ def load_task_set(paths: list[Path] | None) -> tuple[list[Task], list[str]]:
     files = []
     for entry in map(Path, entries):
         files += sorted(p for p in entry.iterdir() if p.suffix in (".yaml", ".yml")) if entry.is_dir() else [entry]
+    try:
+        return load_tasks(files), []  # the usual case: one pass, all files valid
+    except UserError:
+        pass
     tasks: list[Task] = []
     for path in files:
         try:

@@ -193,8 +193,8 @@ class RunsScreen(Screen):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for label, width in (("run", 30), ("status", 9), ("mode", 10), ("backend", 7), ("steps", 11),
-                             ("last reward", 11), ("best reward", 11), ("age", 5)):
+        for label, width in (("run", 28), ("status", 8), ("mode", 7), ("backend", 7), ("steps", 7),
+                             ("reward", 8), ("best", 8), ("age", 4)):
             table.add_column(label, width=width)
         self.query_one("#runs-title", Static).update(f"runs in {self.app.runs_root}")
         self.action_refresh()
