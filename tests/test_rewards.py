@@ -253,3 +253,14 @@ def test_dangerous_advice_costs_security(advice, probe_task):
     assert result.dimensions["security"] < clean.dimensions["security"]
     warned = score(probe_task.reference_answer + "\n\nNever do this: " + advice, probe_task)
     assert warned.penalties["dangerous_advice"] == 0
+
+
+@pytest.mark.parametrize("block", [
+    "```yaml\n" + "- " * 3000 + "x\n```",
+    "```json\n" + "[" * 100_000 + "]" * 100_000 + "\n```",
+    "```python\n" + "(" * 300 + ")" * 300 + "\n```",
+])
+def test_pathologically_nested_code_is_broken_code_not_a_crash(block):
+    result = score(block, {"type": "kubernetes", "expected_outputs": ["x"]})
+    assert result.penalties["broken_code"] > 0
+    assert 0.0 <= result.final_reward <= 1.0

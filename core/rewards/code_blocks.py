@@ -278,6 +278,30 @@ def _check_shell(body: str, report: BlockReport) -> None:
         report.issues.append("shell: script without 'set -euo pipefail'")
 
 
+def _check_kind(kind: str, lang: str, body: str, report: BlockReport) -> None:
+    if kind == "yaml":
+        _check_yaml(body, report)
+    elif kind == "dockerfile":
+        _check_dockerfile(body, report)
+    elif kind == "shell":
+        _check_shell(body, report)
+    elif kind == "json":
+        if not _PLACEHOLDER.search(body):
+            try:
+                json.loads(body)
+            except ValueError as exc:
+                report.problems.append(f"json does not parse: {str(exc).split(':')[0]}")
+    elif kind == "python":
+        try:
+            compile(body, "<answer>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            report.problems.append(f"python does not compile: {getattr(exc, 'msg', exc)}")
+    elif kind in ("hcl", "other"):
+        problem = _balanced(body)
+        if problem:
+            report.problems.append(f"{lang or kind}: {problem}")
+
+
 def check_block(part: FencePart) -> BlockReport:
     """Parse and check one fenced block."""
     lang = part.lang or ""
@@ -289,26 +313,10 @@ def check_block(part: FencePart) -> BlockReport:
         report.problems.append(f"code block opened at line {part.line} is never closed")
     elif not part.body.strip():
         report.problems.append("code block is empty")
-    elif kind == "yaml":
-        _check_yaml(part.body, report)
-    elif kind == "dockerfile":
-        _check_dockerfile(part.body, report)
-    elif kind == "shell":
-        _check_shell(part.body, report)
-    elif kind == "json":
-        if not _PLACEHOLDER.search(part.body):
-            try:
-                json.loads(part.body)
-            except ValueError as exc:
-                report.problems.append(f"json does not parse: {str(exc).split(':')[0]}")
-    elif kind == "python":
+    else:
         try:
-            compile(part.body, "<answer>", "exec", dont_inherit=True)
-        except (SyntaxError, ValueError) as exc:
-            report.problems.append(f"python does not compile: {getattr(exc, 'msg', exc)}")
-    elif kind in ("hcl", "other"):
-        problem = _balanced(part.body)
-        if problem:
-            report.problems.append(f"{lang or kind}: {problem}")
+            _check_kind(kind, lang, part.body, report)
+        except (RecursionError, MemoryError):
+            report.problems.append(f"{kind} block is nested too deeply to parse")
     report.valid = not report.problems
     return report
