@@ -6,6 +6,7 @@ What needs a GPU (vLLM rollouts, FSDP, Ray workers) is not run here; see docs/gp
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -19,6 +20,12 @@ pytest.importorskip("verl")
 
 REPO = Path(__file__).resolve().parents[1]
 PRESETS = ("default", "ci-fast", "single-gpu")
+
+
+@functools.lru_cache(maxsize=1)
+def _ci_fast():
+    """The ci-fast preset composed once for the tests that only read it (composing costs about a second)."""
+    return _compose("ci-fast")
 
 
 def _compose(preset="ci-fast", overrides=(), **kwargs):
@@ -73,8 +80,7 @@ def test_the_test_mode_composes_for_verl():
 
 
 def test_builtin_tiny_becomes_its_local_folder():
-    composed = _compose("ci-fast")
-    assert (Path(composed.actor_rollout_ref.model.path) / "config.json").is_file()
+    assert (Path(_ci_fast().actor_rollout_ref.model.path) / "config.json").is_file()
 
 
 def test_set_overrides_and_verl_pass_through_keys_reach_verl():
@@ -102,7 +108,7 @@ def test_a_trainer_mode_chosen_in_verl_overrides_keeps_the_per_dimension_metrics
 
 
 def test_a_fresh_run_never_resumes_someone_elses_checkpoints():
-    assert _compose("ci-fast", run_path=Path("/tmp/r")).trainer.resume_mode == "disable"
+    assert _ci_fast().trainer.resume_mode == "disable"
 
 
 def test_verl_rejection_is_one_line_naming_the_problem():
@@ -146,7 +152,7 @@ def test_parquet_export_loads_with_verls_own_dataset_and_the_tiny_tokenizer(tmp_
     train_tasks, val_tasks = split_tasks(load_tasks(), cfg.devops.val_fraction, cfg.devops.seed)
     tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
     # The same data settings verl's trainer passes (composed config's `data` section).
-    data_cfg = OmegaConf.create(OmegaConf.to_container(_compose("ci-fast").data, resolve=True))
+    data_cfg = OmegaConf.create(OmegaConf.to_container(_ci_fast().data, resolve=True))
     data_cfg.update(cache_dir=str(tmp_path / "cache"), filter_overlong_prompts=False)
     for split, expected in (("train", train_tasks), ("val", val_tasks)):
         dataset = RLHFDataset(data_files=[str(paths[split])], tokenizer=tokenizer, config=data_cfg)
@@ -238,7 +244,7 @@ def test_verls_own_reward_manager_runs_the_adapter_from_the_composed_config():
     from core.training.verl_backend.data import task_row
     from core.training.verl_backend.reward_fn import compute_score
 
-    config = _compose("ci-fast")
+    config = _ci_fast()
     tokenizer = AutoTokenizer.from_pretrained(config.actor_rollout_ref.model.path)
     manager = load_reward_manager(config, tokenizer)
     task, good, _ = _good_and_bad_answers()
