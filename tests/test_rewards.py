@@ -46,15 +46,21 @@ def all_tasks() -> list[tasks.Task]:
 
 
 @pytest.fixture(scope="module")
+def reference_scores(all_tasks) -> dict[str, object]:
+    """Each task's reference answer scored once for the module."""
+    return {t.id: score(t.reference_answer, t) for t in all_tasks}
+
+
+@pytest.fixture(scope="module")
 def probe_task(all_tasks) -> tasks.Task:
     """A Kubernetes task with a rich reference answer, for the penalty tests."""
     return next(t for t in all_tasks if t.id == "k8s-001")
 
 
-def test_every_reference_scores_at_least_0_6_and_above_each_degraded_variant(all_tasks):
+def test_every_reference_scores_at_least_0_6_and_above_each_degraded_variant(all_tasks, reference_scores):
     failures = []
     for task in all_tasks:
-        reference = score(task.reference_answer, task).final_reward
+        reference = reference_scores[task.id].final_reward
         if reference < 0.6:
             failures.append(f"{task.id}: reference {reference:.3f} < 0.6")
         for name, answer in degraded_variants(task).items():
@@ -64,14 +70,14 @@ def test_every_reference_scores_at_least_0_6_and_above_each_degraded_variant(all
     assert not failures, "\n".join(failures)
 
 
-def test_a_reference_beats_other_types_references_on_its_own_task(all_tasks):
+def test_a_reference_beats_other_types_references_on_its_own_task(all_tasks, reference_scores):
     """Good DevOps prose about something else must not score like an answer to this task."""
     by_type = {}
     for task in all_tasks:
         by_type.setdefault(task.type, []).append(task)
     losses, pairs = [], 0
     for task in all_tasks:
-        own = score(task.reference_answer, task).final_reward
+        own = reference_scores[task.id].final_reward
         for other_type, others in sorted(by_type.items()):
             if other_type == task.type:
                 continue
@@ -161,9 +167,9 @@ def test_score_never_raises_stays_in_range_and_is_deterministic(answer, task_typ
 # --- penalties: each triggers on its hack and not on the reference -----------------------------------
 
 
-def test_references_carry_almost_no_penalty(all_tasks, probe_task):
-    assert not any(score(probe_task.reference_answer, probe_task).penalties.values())
-    heavy = [(t.id, name, v) for t in all_tasks for name, v in score(t.reference_answer, t).penalties.items() if v > 0.1]
+def test_references_carry_almost_no_penalty(all_tasks, reference_scores, probe_task):
+    assert not any(reference_scores[probe_task.id].penalties.values())
+    heavy = [(t.id, name, v) for t in all_tasks for name, v in reference_scores[t.id].penalties.items() if v > 0.1]
     assert not heavy
 
 
@@ -264,3 +270,21 @@ def test_pathologically_nested_code_is_broken_code_not_a_crash(block):
     result = score(block, {"type": "kubernetes", "expected_outputs": ["x"]})
     assert result.penalties["broken_code"] > 0
     assert 0.0 <= result.final_reward <= 1.0
+
+
+def test_the_breakdown_is_the_same_in_every_process(probe_task):
+    """Evidence and scores must not depend on hash randomisation (set order) between processes."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, tasks; from core.rewards import score; t = tasks.get_task('k8s-001'); "
+            "print(json.dumps(score(t.reference_answer, t).to_dict(), sort_keys=True))")
+    outputs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(outputs) == 1
+    assert json.loads(outputs.pop()) == json.loads(json.dumps(score(probe_task.reference_answer, probe_task).to_dict()))

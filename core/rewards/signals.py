@@ -193,7 +193,7 @@ def match_signals(segment_tokens: list[str]) -> tuple[list[tuple[str, str, tuple
     joined = " " + " ".join(segment_tokens) + " "
     hits: list[tuple[str, str, tuple[str, ...]]] = []
     covered = 0
-    for first in firsts:
+    for first in sorted(firsts, key=segment_tokens.index):  # text order: the same evidence in every process
         counts: dict[str, int] = {}
         inside = 0
         for needle, length in _LONGER[first]:
