@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -126,7 +127,7 @@ def test_eval_of_the_tiny_model_end_to_end(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_eval_of_a_trained_run_goes_to_its_eval_folder_and_no_file_holds_the_key(tmp_path, monkeypatch):
+def test_eval_of_a_trained_run_goes_to_its_eval_folder_and_no_file_holds_the_key(tmp_path, monkeypatch, capsys):
     """A real (seconds-long) training run and an eval of its checkpoint, both with API keys in the
     environment; then every file the run, the eval and the logs wrote is searched for the keys."""
     keys = {"DEVOPS_RL_API_KEY": "sk-devops-secret-4f9a8b7c6d5e", "OPENAI_API_KEY": "sk-openai-secret-1a2b3c4d5e6f"}
@@ -140,6 +141,19 @@ def test_eval_of_a_trained_run_goes_to_its_eval_folder_and_no_file_holds_the_key
     data = _load(_only_results(run / "eval"))
     step = max(int(p.name.split("_")[-1]) for p in (run / "checkpoints").glob("global_step_*"))
     assert data["settings"]["model"] == f"{run.name}@step{step}" and data["summary"]["count"] == 2
+
+    # a resumed eval serves the checkpoint it started with, though the run has saved a newer one since
+    path = _only_results(run / "eval")
+    data["results"], data["status"] = data["results"][:1], "interrupted"
+    path.write_text(json.dumps(data))
+    newer = run / "checkpoints" / "global_step_99"
+    shutil.copytree(run / "checkpoints" / f"global_step_{step}", newer)
+    capsys.readouterr()
+    assert _eval("--run", run.name, "--resume") == 0
+    assert f"evaluating 2 tasks (1 already done) with {run.name}@step{step} at http://127.0.0.1:" in capsys.readouterr().out
+    data = _load(path)
+    assert data["status"] == "complete" and data["summary"]["count"] == 2
+    assert data["settings"]["model"] == f"{run.name}@step{step}" and data["settings"]["model_path"] != str(newer)
 
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert {"train.log", "metrics.jsonl", "config.yaml", "meta.json"} <= {p.name for p in written}

@@ -363,6 +363,7 @@ def evaluate(
     from core.agent.client import DEFAULT_MAX_TOKENS, DEFAULT_RETRIES, DEFAULT_TEMPERATURE, DEFAULT_TIMEOUT_S, DevOpsAgent
 
     import tasks as task_lib
+    from core.log import mask_secrets
 
     if base_url and local:
         raise UserError("--base-url and --local both given; pick one endpoint")
@@ -381,15 +382,18 @@ def evaluate(
     if out is not None and (out.is_dir() or out.suffix != ".json"):
         folder, out = out, None
 
+    pinned: tuple[Path, str | None] | None = None  # a resumed --local eval serves the checkpoint it started with
     if resume:
         path = out or find_resumable(folder)
         if path is None:
             raise UserError(f"--resume: no unfinished {RESULTS_PREFIX}*.json in {folder}; pass --out FILE or start a new eval")
         results = ResultsFile.load(path)
         saved = results.data.get("settings", {})
-        if not base_url and not local:
+        if not base_url and (not local or local == saved.get("local")):  # the same endpoint as it started with
             base_url, local = saved.get("base_url"), saved.get("local")
             model = model or saved.get("model")
+            if local and saved.get("model_path") and Path(saved["model_path"]).is_dir():
+                pinned = (Path(saved["model_path"]), saved.get("model"))
         temperature = saved.get("temperature") if temperature is None else temperature
         max_tokens = saved.get("max_tokens") if max_tokens is None else max_tokens
         seed = saved.get("seed") if seed is None else seed
@@ -409,9 +413,9 @@ def evaluate(
     server = None
     try:
         if local:
-            from core.agent.server import LocalModel, resolve_served_model, start_server
+            from core.agent.server import LocalModel, ServedModel, resolve_served_model, start_server
 
-            served = resolve_served_model(local)
+            served = ServedModel(pinned[0], pinned[1] or pinned[0].name, local) if pinned else resolve_served_model(local)
             log.info("loading %s from %s", served.name, served.path)
             server = start_server(LocalModel(served), "127.0.0.1", 0)
             endpoint, model = server.base_url, served.name
@@ -421,7 +425,8 @@ def evaluate(
                             timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout,
                             retries=DEFAULT_RETRIES if retries is None else retries, backoff=backoff, seed=seed)
         if results is None:
-            settings = {"base_url": None if local else _scrub(base_url), "model": model, "local": local,
+            settings = {"base_url": None if local else mask_secrets(base_url), "model": model, "local": local,
+                        "model_path": str(served.path) if local else None,
                         "run": str(run_path) if run_path else None, "split": split if not task_ids else "ids",
                         "type": task_type, "difficulty": difficulty, "limit": limit, "temperature": temperature,
                         "max_tokens": max_tokens, "seed": seed, "concurrency": concurrency}
