@@ -200,23 +200,33 @@ class ConfigScreen(Screen):
         self._show_status()
         self._estimate(cfg)
 
+    def _cells(self, key: str) -> tuple[str, str, str]:
+        value, preset_value = self.values[key], self.preset_values.get(key)
+        changed = value != preset_value
+        leaf = key.rpartition(".")[2]
+        return (("* " if changed else "  ") + leaf, format_config_value(value),
+                format_config_value(preset_value) if changed else "")
+
     def _fill_table(self) -> None:
         table = self.query_one("#config-table", DataTable)
+        if list(self.values) == self.keys:  # same keys (an edit): touch only the cells that changed
+            for key in self.keys:
+                for column, text in zip(table.columns, self._cells(key)):
+                    if table.get_cell(key, column) != text:
+                        table.update_cell(key, column, text)
+            return
         row = table.cursor_row
         table.clear()
         self.keys = list(self.values)
         self.row_keys = []
         section = None
         for key in self.keys:
-            parent, _, leaf = key.rpartition(".")
+            parent = key.rpartition(".")[0]
             if parent != section:
                 section = parent
                 table.add_row(Text(parent or "(top level)", style="bold"), "", "")
                 self.row_keys.append(None)
-            value, preset_value = self.values[key], self.preset_values.get(key)
-            changed = value != preset_value
-            table.add_row(("* " if changed else "  ") + leaf, format_config_value(value),
-                          format_config_value(preset_value) if changed else "", key=key)
+            table.add_row(*self._cells(key), key=key)
             self.row_keys.append(key)
         if self.row_keys:
             table.move_cursor(row=min(row or 1, len(self.row_keys) - 1))
