@@ -278,3 +278,36 @@ def test_unreachable_port_is_one_error_line(capsys):
 def test_bad_eval_options_are_one_line_errors(args, fragment, capsys):
     assert _eval(*args) == 2
     assert fragment in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_a_request_past_the_timeout_is_retried_then_one_error_line(endpoint, capsys):
+    server = endpoint(delay=2.0)
+    assert _eval("--base-url", server.base_url, "--model", "m", "--limit", "1", "--timeout", "0.3", "--retries", "1") == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: {server.base_url}: timed out after 2 tries")
+    assert sum(server.calls.values()) == 2
+
+
+@pytest.mark.slow
+def test_progress_is_a_bar_on_a_terminal(endpoint, tmp_path):
+    import pty
+
+    server = endpoint()
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the eval with a terminal as stdout
+        os.chdir(REPO)
+        os.execv(sys.executable, [sys.executable, "-m", "core.cli.main", "eval", "--base-url", server.base_url, "--model", "m",
+                                  "--limit", "3", "--out", str(tmp_path / "tty.json")])
+    output = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    _, status = os.waitpid(pid, 0)
+    text = output.decode("utf-8", "replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert "3/3" in text and "━" in text and "[1/3]" not in text  # rich's bar, not the plain lines
+    assert _load(tmp_path / "tty.json")["summary"]["count"] == 3
