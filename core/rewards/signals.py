@@ -7,6 +7,7 @@ Each signal counts once per answer (distinct signals, not mentions) and only in 
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from functools import lru_cache
 
 from core.rewards.text import Segment, phrase_key, stem
@@ -292,38 +293,54 @@ def _joined(segment: Segment) -> str:
     return segment.joined
 
 
-def _contains(segment: Segment, needle: tuple[str, ...]) -> bool:
-    return bool(needle) and (" " + " ".join(needle) + " ") in _joined(segment)
+class _Haystack:
+    """Segments' tokens concatenated as " a b c |" so a phrase is found with one substring search, and
+    mapped back to the segment it came from."""
+
+    def __init__(self, segments: list[Segment]) -> None:
+        self.segments = segments
+        self.offsets: list[int] = []
+        parts, position = [], 0
+        for segment in segments:
+            joined = _joined(segment)
+            self.offsets.append(position)
+            parts.append(joined + "|")
+            position += len(joined) + 1
+        self.text = "".join(parts)
+
+    def find(self, form: tuple[str, ...]) -> Segment | None:
+        if not form:
+            return None
+        at = self.text.find(" " + " ".join(form) + " ")
+        return None if at < 0 else self.segments[bisect_right(self.offsets, at) - 1]
 
 
-def expected_credit(expected: str, segments: list[Segment]) -> tuple[float, Segment | None]:
+def expected_credit(expected: str, counted: _Haystack) -> tuple[float, Segment | None]:
     """Credit in [0, 1] for one expected output and the segment that earned it.
 
     1.0 for the phrase (or a synonym) verbatim after normalisation; 0.8 when all its content words
-    appear close together in one segment; half the share of its content words found in one segment
-    otherwise (when at least half are there).
+    appear close together in one segment (0.6 when apart); half the share of its content words found
+    in one segment otherwise (when at least half are there).
     """
-    best, where = 0.0, None
     forms = expected_forms(expected)
-    for segment in segments:
-        if not (segment.substantive or segment.supported):
-            continue
-        for form in forms:
-            if _contains(segment, form):
-                return 1.0, segment
-        content = [t for t in forms[0] if t not in _FILLER]
-        if not content:
-            continue
+    for form in forms:
+        segment = counted.find(form)
+        if segment is not None:
+            return 1.0, segment
+    content = [t for t in forms[0] if t not in _FILLER]
+    if not content or not any(f" {t} " in counted.text for t in content):
+        return 0.0, None
+    best, where = 0.0, None
+    for segment in counted.segments:
         joined = _joined(segment)
         present = [t for t in content if f" {t} " in joined]
         if len(present) < len(content) / 2:
             continue
-        toks = segment.tokens
         share = len(present) / len(content)
         if share == 1.0:
-            positions = sorted(toks.index(t) for t in content)
+            positions = sorted(segment.tokens.index(t) for t in content)
             credit = 0.8 if positions[-1] - positions[0] <= 2 * len(content) + 4 else 0.6
-        elif share >= 0.5 and len(content) >= 2:
+        elif len(content) >= 2:
             credit = 0.5 * share
         else:
             credit = 0.0
@@ -337,14 +354,17 @@ def score_expected(expected_outputs: list[str], segments: list[Segment]) -> tupl
     if not expected_outputs:
         return 1.0, ["the task lists no expected outputs"], []
     credits, evidence, unsupported = [], [], []
-    bare = [s for s in segments if not s.substantive and not s.supported]
+    counted = _Haystack([s for s in segments if s.substantive or s.supported])
+    bare = None
     for expected in expected_outputs:
-        credit, where = expected_credit(expected, segments)
+        credit, where = expected_credit(expected, counted)
         credits.append(credit)
         if where is not None:
             evidence.append(f"{expected} ({credit:.1f}): \"{_snippet(where.text, expected_forms(expected)[0])}\"")
         else:
             evidence.append(f"{expected}: missing")
-            if any(_contains(s, form) for s in bare for form in expected_forms(expected)):
+            if bare is None:
+                bare = _Haystack([s for s in segments if not s.substantive and not s.supported])
+            if any(bare.find(form) is not None for form in expected_forms(expected)):
                 unsupported.append(expected)
     return sum(credits) / len(credits), evidence, unsupported
