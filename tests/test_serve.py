@@ -189,3 +189,14 @@ def test_serve_cli_with_required_key_then_eval_against_it(tmp_path, monkeypatch)
         assert key.encode() not in path.read_bytes(), path
         assert b"sk-wrong-key" not in path.read_bytes(), path
     assert key not in err
+
+
+def test_cuda_without_a_gpu_is_a_user_error():
+    import torch
+
+    from core.agent.server import LocalModel, resolve_served_model
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(UserError, match="--device cuda: no CUDA GPU visible"):
+        LocalModel(resolve_served_model("builtin:tiny"), device="cuda")

@@ -312,16 +312,18 @@ def _next(finished: queue.Queue, threads: list[threading.Thread]):
 
 
 def _split_params(run_path: Path | None) -> tuple[float, int]:
-    """(val_fraction, seed) of a run's config, so `--split val` is the run's own held-out tasks; else defaults."""
-    if run_path is not None and (run_path / "config.yaml").is_file():
-        from core.training.config import config_from_yaml
+    """(val_fraction, seed) of a run's config, so `--split val` is the run's own held-out tasks; else the
+    default preset's, the split a new training run would hold out."""
+    from core.training.config import config_from_yaml, load_config
 
+    cfg = None
+    if run_path is not None and (run_path / "config.yaml").is_file():
         try:
             cfg = config_from_yaml((run_path / "config.yaml").read_text(encoding="utf-8"), str(run_path / "config.yaml"))
-            return float(cfg.devops.val_fraction), int(cfg.devops.seed)
         except UserError as exc:
-            log.warning("%s; using the default split (val_fraction 0.2, seed 0)", exc)
-    return 0.2, 0
+            log.warning("%s; using the default preset's split", exc)
+    cfg = cfg or load_config("default")
+    return float(cfg.devops.val_fraction), int(cfg.devops.seed)
 
 
 def _run_of(spec: str | None) -> Path | None:
@@ -350,6 +352,7 @@ def evaluate(
     seed: int | None = None,
     out: Path | None = None,
     resume: bool = False,
+    device: str = "auto",
     on_start: Callable[[Path, int, int, str], None] | None = None,
     on_progress: Callable[[Progress], None] | None = None,
 ) -> tuple[Path, dict]:
@@ -417,7 +420,7 @@ def evaluate(
 
             served = ServedModel(pinned[0], pinned[1] or pinned[0].name, local) if pinned else resolve_served_model(local)
             log.info("loading %s from %s", served.name, served.path)
-            server = start_server(LocalModel(served), "127.0.0.1", 0)
+            server = start_server(LocalModel(served, device=device), "127.0.0.1", 0)
             endpoint, model = server.base_url, served.name
         else:
             endpoint = base_url

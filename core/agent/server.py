@@ -101,6 +101,8 @@ class LocalModel:
         self.name = served.name
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
+        elif device.startswith("cuda") and not torch.cuda.is_available():
+            raise UserError(f"--device {device}: no CUDA GPU visible to torch here; use --device cpu (or auto)")
         self.device = device
         try:
             with quiet_progress_bars():

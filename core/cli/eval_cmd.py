@@ -67,6 +67,11 @@ class _Reporter:
             self.bar.stop()
 
 
+def _check_device(device: str) -> None:
+    if device not in ("auto", "cpu", "cuda"):
+        raise UserError(f"--device: '{device}' is not one of auto, cpu, cuda")
+
+
 @contextmanager
 def _sigterm_as_interrupt():
     """SIGTERM stops an eval like Ctrl-C: the results file is marked `interrupted` before exiting 130."""
@@ -91,7 +96,7 @@ def eval_command(
     model: str | None = typer.Option(None, "--model", help="Model name the endpoint serves (with --base-url)."),
     local: str | None = typer.Option(None, "--local", help="Serve this in-process: builtin:tiny, a model folder, or a run id/folder."),
     run: str | None = typer.Option(None, "--run", help="Store results in this run's eval/ folder (and serve its latest checkpoint if no endpoint is given)."),
-    split: str = typer.Option("val", "--split", help="val | train | all (the training split of the run, else val_fraction 0.2, seed 0)."),
+    split: str = typer.Option("val", "--split", help="val | train | all (as training splits them: the run's config, else the default preset)."),
     task_type: str | None = typer.Option(None, "--type", help="Only tasks of this type."),
     difficulty: str | None = typer.Option(None, "--difficulty", help="Only tasks of this difficulty (easy, medium, hard)."),
     task_ids: list[str] = typer.Option([], "--task", help="Only this task id (repeatable); overrides --split."),
@@ -104,17 +109,19 @@ def eval_command(
     seed: int | None = typer.Option(None, "--seed", help="Sampling seed sent with each request (servers that honour it)."),
     out: Path | None = typer.Option(None, "--out", help="Results file (.json) or folder."),
     resume: bool = typer.Option(False, "--resume", help="Complete the newest unfinished results file (or --out FILE)."),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda, for --local/--run models."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> int:
     from core.agent.evaluate import evaluate
 
+    _check_device(device)
     reporter = _Reporter()
     try:
         with _sigterm_as_interrupt():
             path, data = evaluate(base_url=base_url, model=model, local=local, run=run, split=split, task_type=task_type,
                                   difficulty=difficulty, task_ids=task_ids, limit=limit, concurrency=concurrency,
                                   temperature=temperature, max_tokens=max_tokens, timeout=timeout, retries=retries,
-                                  seed=seed, out=out, resume=resume, on_start=reporter.start, on_progress=reporter.progress)
+                                  seed=seed, out=out, resume=resume, device=device, on_start=reporter.start, on_progress=reporter.progress)
     finally:
         reporter.stop()
     if as_json:
@@ -154,8 +161,7 @@ def serve_command(
             raise UserError(f"--require-key: set {' or '.join(API_KEY_ENV_VARS)} to the key clients must send")
     elif host not in LOOPBACK_HOSTS:
         raise UserError(f"--host {host}: serving beyond this machine needs --require-key (key from {' or '.join(API_KEY_ENV_VARS)})")
-    if device not in ("auto", "cpu", "cuda"):
-        raise UserError(f"--device: '{device}' is not one of auto, cpu, cuda")
+    _check_device(device)
     served = resolve_served_model(model)
     server = ChatServer(LocalModel(served, device=device), host, port, key)
     print(f"serving '{served.name}' from {served.path} at {server.base_url} (key {'required' if key else 'not required'}); "
