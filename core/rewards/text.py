@@ -92,7 +92,7 @@ def phrase_key(text: str) -> tuple[str, ...]:
     return tuple(tokens(text))
 
 
-@dataclass
+@dataclass(slots=True)
 class Segment:
     """One unit of the answer: a sentence, list item, heading or code block."""
 
