@@ -288,3 +288,10 @@ def test_the_breakdown_is_the_same_in_every_process(probe_task):
     }
     assert len(outputs) == 1
     assert json.loads(outputs.pop()) == json.loads(json.dumps(score(probe_task.reference_answer, probe_task).to_dict()))
+
+
+def test_only_the_final_answer_of_a_reasoning_model_is_graded(probe_task):
+    reference = score(probe_task.reference_answer, probe_task)
+    thought = "<think>\nreadinessProbe livenessProbe maybe chmod 777? " * 20 + "</think>\n"
+    assert score(thought + probe_task.reference_answer, probe_task) == reference
+    assert score("<think>\n" + probe_task.reference_answer, probe_task).final_reward == 0.0

@@ -97,6 +97,16 @@ def _task_fields(task: Any) -> tuple[str, list[str]]:
     return task_type, [e for e in expected if e.strip()]
 
 
+def strip_reasoning(answer: str) -> str:
+    """The answer without a reasoning model's `<think>...</think>` part (only the final answer is graded;
+    an unfinished `<think>` means there is no answer yet)."""
+    if "</think>" in answer:
+        return answer.rsplit("</think>", 1)[1]
+    if "<think>" in answer:
+        return answer.split("<think>", 1)[0]
+    return answer
+
+
 def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None) -> RewardBreakdown:
     """Score one answer to one task (a `tasks.Task` or a mapping with `type` and `expected_outputs`).
 
@@ -104,7 +114,7 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None)
     Pure and deterministic: no network, no model, no randomness.
     """
     task_type, expected = _task_fields(task)
-    answer = "" if answer is None else str(answer)
+    answer = strip_reasoning("" if answer is None else str(answer))
     weight = weights_for(task_type, weights)
     analysis = analyse(answer)
     annotate(analysis.segments)
