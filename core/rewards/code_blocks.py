@@ -1,6 +1,5 @@
-"""Fenced code blocks of an answer: split them out, parse them (YAML multi-document, JSON, Python,
-Dockerfile, shell, HCL) and check the basics a reviewer would flag (k8s resources/probes/non-root,
-pinned non-root images, strict shell).
+"""Fenced code blocks of an answer: split out and parsed (YAML multi-document, JSON, Python, Dockerfile,
+shell, HCL), with the basics a reviewer flags (k8s resources/probes/non-root, pinned images, set -e).
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ from core.rewards.code_blocks import BlockReport, check_block, split_fences
 # One pass that splits camelCase and acronyms ("MaxRAMPercentage" -> Max RAM Percentage) and keeps
 # letter-digit words together ("k8s", "p99", "5xx", "ec2").
 _TOKEN = re.compile(r"\d*[A-Z]?[a-z]+(?:\d+[a-z]*)*|\d*[A-Z]+(?:\d+[a-z]*)*(?![a-z])|\d+")
-_RAW_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
 _LOWER_WORD = re.compile(r"[a-z][a-z'\-]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^a-z\s])")
 _LIST_MARK = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
