@@ -72,7 +72,8 @@ def test_temperature_zero_is_deterministic(tiny_server):
     ({"model": "tiny", "messages": []}, 400, "'messages' must be a non-empty list"),
     ({"model": "tiny", "messages": [{"role": "robot", "content": "hi"}]}, 400, "messages[0].role"),
     ({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "temperature": 5}, 400, "'temperature'"),
-    ({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "stream": True}, 400, "streaming is not supported"),
+    ({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "n": 2}, 400, "only n=1"),
+    ({"model": "tiny", "messages": [{"role": "user", "content": "hi " * 5000}], "stream": True}, 400, "this model's context is"),
 ])
 def test_bad_requests_get_openai_shaped_errors(tiny_server, body, status, fragment):
     request = urllib.request.Request(tiny_server.base_url + "/chat/completions", data=json.dumps(body).encode(),
@@ -81,6 +82,28 @@ def test_bad_requests_get_openai_shaped_errors(tiny_server, body, status, fragme
         urllib.request.urlopen(request, timeout=30)
     assert info.value.code == status
     assert fragment in json.loads(info.value.read())["error"]["message"]
+
+
+def test_streaming_gives_the_same_answer_piece_by_piece(tiny_server):
+    client = _client(tiny_server.base_url)
+    whole = _chat(client, temperature=0, max_tokens=16)
+    stream = _chat(client, temperature=0, max_tokens=16, stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(pieces) > 1 and "".join(pieces) == whole.choices[0].message.content
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == whole.choices[0].finish_reason
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_stop_strings_cut_the_answer(tiny_server):
+    client = _client(tiny_server.base_url)
+    whole = _chat(client, temperature=1.0, seed=7, max_tokens=16).choices[0].message.content
+    assert _chat(client, temperature=1.0, seed=7, max_tokens=16).choices[0].message.content == whole  # seeded
+    marker = whole[len(whole) // 2:][:3]
+    assert marker.strip()
+    cut = _chat(client, temperature=1.0, seed=7, max_tokens=16, stop=[marker]).choices[0]
+    assert cut.message.content == whole[: whole.index(marker)] and cut.finish_reason == "stop"
 
 
 def _fake_run(root: Path, run_id: str, steps_with_model: list[int], incomplete_steps: list[int] = ()) -> Path:

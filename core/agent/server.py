@@ -13,6 +13,7 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -132,8 +133,10 @@ class LocalModel:
         return sorted(ids)
 
     def chat(self, messages: list[dict], *, max_tokens: int, temperature: float, top_p: float = 1.0,
-             seed: int | None = None, stop: list[str] | None = None) -> dict[str, Any]:
-        """Generate one assistant reply: {"text", "prompt_tokens", "completion_tokens", "finish_reason"}."""
+             seed: int | None = None, stop: list[str] | None = None,
+             on_text: Callable[[str], None] | None = None) -> dict[str, Any]:
+        """Generate one assistant reply: {"text", "prompt_tokens", "completion_tokens", "finish_reason"};
+        `on_text` receives the reply piece by piece while it is generated (for streaming)."""
         import torch
 
         prompt = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -153,16 +156,46 @@ class LocalModel:
         with self._lock, torch.no_grad():
             if seed is not None:
                 torch.manual_seed(seed)
+            if on_text is not None:
+                kwargs["streamer"] = _DeltaStreamer(self, stop or [], on_text)
             output = self.model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
         new_ids = output[0, prompt_tokens:].tolist()
         finish_reason = "length"
         if new_ids and new_ids[-1] in self.stop_ids:
             new_ids, finish_reason = new_ids[:-1], "stop"
-        text = self.tokenizer.decode(new_ids, skip_special_tokens=True)
-        for marker in stop or ():
-            if marker and marker in text:
-                text, finish_reason = text[: text.index(marker)], "stop"
+        text, stopped = cut_at_stop(self.tokenizer.decode(new_ids, skip_special_tokens=True), stop or [])
+        finish_reason = "stop" if stopped else finish_reason
         return {"text": text, "prompt_tokens": prompt_tokens, "completion_tokens": len(new_ids), "finish_reason": finish_reason}
+
+
+def cut_at_stop(text: str, stop: list[str]) -> tuple[str, bool]:
+    """`text` up to the first stop string, and whether one was found."""
+    cut = min((text.index(m) for m in stop if m and m in text), default=None)
+    return (text, False) if cut is None else (text[:cut], True)
+
+
+class _DeltaStreamer:
+    """A transformers streamer (put/end) that hands each new piece of decoded text to a callback."""
+
+    def __init__(self, model: LocalModel, stop: list[str], emit: Callable[[str], None]) -> None:
+        self.model, self.stop, self.emit = model, stop, emit
+        self.ids: list[int] = []
+        self.sent = ""
+        self.prompt_seen = False
+
+    def put(self, value) -> None:
+        if not self.prompt_seen:  # generate() first hands over the prompt
+            self.prompt_seen = True
+            return
+        self.ids.extend(i for i in value.reshape(-1).tolist() if i not in self.model.stop_ids)
+        text, _ = cut_at_stop(self.model.tokenizer.decode(self.ids, skip_special_tokens=True), self.stop)
+        if text.endswith("\ufffd") or len(text) <= len(self.sent):  # half a UTF-8 character, or nothing new
+            return
+        self.emit(text[len(self.sent):])
+        self.sent = text
+
+    def end(self) -> None:
+        pass
 
 
 class ApiError(Exception):
@@ -199,14 +232,12 @@ def _messages(body: dict) -> list[dict]:
     return clean
 
 
-def chat_completion(model: LocalModel, body: dict) -> dict:
-    """Answer one `/v1/chat/completions` request body (non-streaming) in OpenAI's response shape."""
+def parse_request(model: LocalModel, body: dict) -> dict[str, Any]:
+    """Check a `/v1/chat/completions` body; the keyword arguments for `LocalModel.chat` (ApiError if bad)."""
     requested = body.get("model")
     if requested not in (None, model.name):
         raise ApiError(HTTPStatus.NOT_FOUND, f"The model `{requested}` does not exist; this server serves `{model.name}`",
                        kind="NotFoundError", code="model_not_found")
-    if body.get("stream"):
-        raise ApiError(HTTPStatus.BAD_REQUEST, "streaming is not supported by devops-rl serve; send stream=false", code="unsupported")
     if body.get("n", 1) != 1:
         raise ApiError(HTTPStatus.BAD_REQUEST, "only n=1 is supported", code="unsupported")
     messages = _messages(body)
@@ -218,11 +249,25 @@ def chat_completion(model: LocalModel, body: dict) -> dict:
     seed = body.get("seed")
     stop = body.get("stop")
     stop = [stop] if isinstance(stop, str) else list(stop or [])
+    return {"messages": messages, "max_tokens": max_tokens, "temperature": temperature, "top_p": top_p,
+            "seed": seed if isinstance(seed, int) else None, "stop": stop}
+
+
+def _generate(model: LocalModel, request: dict, on_text: Callable[[str], None] | None = None) -> dict:
     try:
-        result = model.chat(messages, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                            seed=seed if isinstance(seed, int) else None, stop=stop)
+        return model.chat(**request, on_text=on_text)
     except ValueError as exc:
         raise ApiError(HTTPStatus.BAD_REQUEST, str(exc), code="context_length_exceeded") from exc
+
+
+def _usage(result: dict) -> dict[str, int]:
+    return {"prompt_tokens": result["prompt_tokens"], "completion_tokens": result["completion_tokens"],
+            "total_tokens": result["prompt_tokens"] + result["completion_tokens"]}
+
+
+def chat_completion(model: LocalModel, body: dict) -> dict:
+    """Answer one non-streaming `/v1/chat/completions` request body in OpenAI's response shape."""
+    result = _generate(model, parse_request(model, body))
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
@@ -230,8 +275,7 @@ def chat_completion(model: LocalModel, body: dict) -> dict:
         "model": model.name,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": result["text"]},
                      "finish_reason": result["finish_reason"], "logprobs": None}],
-        "usage": {"prompt_tokens": result["prompt_tokens"], "completion_tokens": result["completion_tokens"],
-                  "total_tokens": result["prompt_tokens"] + result["completion_tokens"]},
+        "usage": _usage(result),
     }
 
 
@@ -281,7 +325,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(HTTPStatus.OK, {"object": "list", "data": [
                     {"id": self.server.model.name, "object": "model", "created": self.server.started, "owned_by": "devops-rl"}]})
             elif path == "/v1/chat/completions" and method == "POST":
-                self._send(HTTPStatus.OK, chat_completion(self.server.model, self._body()))
+                body = self._body()
+                if body.get("stream"):
+                    self._stream(body)
+                else:
+                    self._send(HTTPStatus.OK, chat_completion(self.server.model, body))
             else:
                 raise ApiError(HTTPStatus.NOT_FOUND, f"no route {method} {path}; this server has GET /v1/models and POST /v1/chat/completions",
                                kind="NotFoundError", code="unknown_url")
@@ -290,6 +338,43 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # a bug or a model failure: answer 500 and keep serving
             log.exception("request failed")
             self._error(ApiError(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}", kind="server_error"))
+
+    def _stream(self, body: dict) -> None:
+        """Server-sent events as OpenAI streams them: role, content pieces, finish reason, [usage], [DONE]."""
+        model = self.server.model
+        request = parse_request(model, body)
+        base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time()), "model": model.name}
+        started = False  # a context-length error before the first piece is still a plain JSON error
+
+        def event(payload: dict | str) -> None:
+            nonlocal started
+            if not started:
+                self.send_response(HTTPStatus.OK)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                started = True
+            data = payload if isinstance(payload, str) else json.dumps(payload)
+            self.wfile.write(f"data: {data}\n\n".encode("utf-8"))
+            self.wfile.flush()
+
+        def choice(delta: dict, finish_reason: str | None = None) -> dict:
+            return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]}
+
+        def piece(text: str) -> None:
+            if not started:
+                event(choice({"role": "assistant", "content": ""}))
+            event(choice({"content": text}))
+
+        result = _generate(model, request, on_text=piece)
+        if not started:
+            event(choice({"role": "assistant", "content": ""}))
+        event(choice({}, result["finish_reason"]))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            event({**base, "choices": [], "usage": _usage(result)})
+        event("[DONE]")
 
     def _body(self) -> dict:
         length = int(self.headers.get("Content-Length") or 0)
