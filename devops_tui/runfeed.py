@@ -400,6 +400,8 @@ class RunState:
     def alerts(self, *, stall_after_s: float = 120.0, window: int = 20) -> list[Alert]:
         """NaN/inf figures, a flat or collapsing reward, entropy collapse, a stalled or vanished run."""
         alerts: list[Alert] = []
+        if self.meta.get("status") == "failed":
+            alerts.append(Alert("error", f"run failed: {self.meta.get('message') or 'see the Log tab'}"))
         bad = sorted(k for k, v in self.latest.items() if not math.isfinite(v))
         if bad:
             alerts.append(Alert("error", f"NaN/inf at step {self.step}: {', '.join(bad[:3])}"))

@@ -90,7 +90,13 @@ async def test_attach_follows_a_folder_another_process_writes(tmp_path, producer
     run = tmp_path / "runs" / "20261130-170000-ci-fast-0001"
     process = producer(run, steps=0, delay=0.05)
     app = CockpitApp(attach=run, runs_root=tmp_path / "runs")
-    async with app.run_test(size=(120, 40)) as pilot:
+    notices: list[str] = []
+
+    def hook(message) -> None:
+        if type(message).__name__ == "Notify":
+            notices.append(message.notification.message)
+
+    async with app.run_test(size=(120, 40), message_hook=hook) as pilot:
         live = app.screen
         await wait_for(pilot, lambda: (live.state.step or 0) >= 5, what="steps to arrive")
         first = live.state.step
@@ -103,6 +109,9 @@ async def test_attach_follows_a_folder_another_process_writes(tmp_path, producer
         log = live.query_one("#live-log")
         await wait_for(pilot, lambda: log.line_count >= 5, what="log lines")
         assert log.lines[-1].startswith("step ")
+        with open(run / "events.jsonl", "a") as events:  # the trainer saves a checkpoint
+            events.write(json.dumps({"time": "2026-11-30T17:00:05", "event": "checkpoint", "step": 7}) + "\n")
+        await wait_for(pilot, lambda: "checkpoint: step 7" in notices, what="the checkpoint notice")
     assert process.poll() is None  # leaving the cockpit leaves a headless run alone
 
 

@@ -213,3 +213,13 @@ def test_runs_listing_rereads_only_runs_that_changed(tmp_path, monkeypatch):
     reads.clear()
     rows = runs_screen.scan_runs(tmp_path, cache)
     assert reads == ["20261130-160000-ci-fast-0001"] and rows[1].best_reward == 0.9
+
+
+def test_a_failed_run_says_why_and_events_read_as_one_line():
+    from devops_tui.screens.live import describe_event
+
+    state = _state_with([0.1, 0.2])
+    state.meta = {"status": "failed", "message": "NaN in actor/pg_loss at step 2"}
+    assert state.alerts()[0].text == "run failed: NaN in actor/pg_loss at step 2"
+    assert describe_event({"time": "t", "event": "checkpoint", "step": 4, "path": "checkpoints/global_step_4"}) == \
+        "checkpoint: step 4, path checkpoints/global_step_4"

@@ -90,6 +90,16 @@ def format_duration(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
+NOTIFY_EVENTS = ("checkpoint", "validation", "warning", "finished", "failed", "stopped")
+
+
+def describe_event(event: dict) -> str:
+    """One line for a lifecycle event: its kind, step and the fields that say what happened."""
+    details = ", ".join(f"{k} {format_value(v) if isinstance(v, float) else v}" for k, v in event.items()
+                        if k not in ("event", "time") and not isinstance(v, (dict, list)))
+    return f"{event.get('event')}" + (f": {details}" if details else "")
+
+
 def describe_sample(record: dict) -> Text:
     """One step's samples: reward, per-dimension scores, penalties, and the start of the response."""
     text = Text()
@@ -134,6 +144,7 @@ class LiveScreen(Screen):
         self.state = RunState()
         self._drawn_version = -1
         self._drawn_tab = ""
+        self._events_seen = False
         self.redraws = 0
 
     def compose(self) -> ComposeResult:
@@ -171,6 +182,7 @@ class LiveScreen(Screen):
         self.feed = RunFeed(Path(target))
         self.state = RunState(clock=self.app.clock)
         self._drawn_version = -1
+        self._events_seen = False
         if self.is_mounted:
             self.query_one("#live-log", Log).clear()
             self.query_one("#live-samples", Static).update("no samples yet")
@@ -190,6 +202,11 @@ class LiveScreen(Screen):
             return  # a follower of a run we left
         update = feed.drain()
         first = self.state.rows_seen == 0 and bool(update.metrics)
+        if self._events_seen:  # lifecycle news as it happens (not the history read on attaching)
+            for event in update.events:
+                if event.get("event") in NOTIFY_EVENTS:
+                    self.notify(describe_event(event), severity="error" if event["event"] == "failed" else "information")
+        self._events_seen = True
         self.state.apply(update)
         if update.log_lines:
             self.query_one("#live-log", Log).write_lines(update.log_lines)
