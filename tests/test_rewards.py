@@ -295,3 +295,15 @@ def test_only_the_final_answer_of_a_reasoning_model_is_graded(probe_task):
     thought = "<think>\nreadinessProbe livenessProbe maybe chmod 777? " * 20 + "</think>\n"
     assert score(thought + probe_task.reference_answer, probe_task) == reference
     assert score("<think>\n" + probe_task.reference_answer, probe_task).final_reward == 0.0
+
+
+@pytest.mark.parametrize("where", ["comments", "yaml value"])
+def test_keywords_hidden_in_code_do_not_count(where, probe_task):
+    terms = [t for t in rubric_keywords() if '"' not in t]
+    if where == "comments":
+        block = "```yaml\nname: x\n" + "".join(f"# {' '.join(terms[i:i + 6])}\n" for i in range(0, len(terms), 6)) + "```\n"
+    else:
+        block = "```yaml\nnotes: '" + " ".join(terms) + "'\n```\n"
+    result = score("Here is the plan for the team, with the config below.\n\n" + block, probe_task)
+    assert result.penalties["keyword_stuffing"] > 0.2, result.evidence["keyword_stuffing"]
+    assert result.final_reward < 0.1

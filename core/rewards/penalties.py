@@ -15,6 +15,7 @@ SHORT_WORDS = 60  # below this an answer cannot explain a DevOps change
 LONG_WORDS = 1500  # about 10 KB: beyond this the answer is padded (or the model rambles)
 DENSE_SEGMENT = 0.6  # share of a sentence's tokens that are rubric phrases above which it is a keyword string
 DENSE_SEGMENT_TERSE = 0.55  # the same for short sentences or ones with hardly any function words
+DENSE_CODE = 0.5  # the same for a code block (real manifests and scripts stay under 0.35)
 TEMPLATE_DENSITY = 0.25  # a sentence this keyword-heavy ...
 TEMPLATE_REPEATS = 4  # ... whose function-word skeleton recurs this often is a template filled with keywords
 NGRAM = 8
@@ -82,10 +83,13 @@ def mark_dense_segments(analysis: Analysis) -> list[str]:
         shape, times = shapes.most_common(1)[0]
         evidence.append(f"{templated} keyword sentences share a template ({times}x \"{' _ '.join(shape)}\")")
     for segment in analysis.segments:
-        if not segment.substantive or segment.kind in ("inline_code", "code") or len(segment.tokens) < 6:
+        if not segment.substantive or segment.kind == "inline_code" or len(segment.tokens) < (10 if segment.kind == "code" else 6):
             continue
         density = segment.covered / len(segment.tokens)
-        limit = DENSE_SEGMENT if segment.stops >= 2 and len(segment.tokens) >= 10 else DENSE_SEGMENT_TERSE
+        if segment.kind == "code":
+            limit = DENSE_CODE
+        else:
+            limit = DENSE_SEGMENT if segment.stops >= 2 and len(segment.tokens) >= 10 else DENSE_SEGMENT_TERSE
         if density > limit:
             segment.substantive, segment.reason = False, "keyword dense"
             evidence.append(f"{density:.0%} of the words are rubric keywords: \"{segment.text[:70]}\"")
@@ -99,7 +103,9 @@ def keyword_stuffing(analysis: Analysis, dense_evidence: list[str], unsupported:
     total = sum(len(s.tokens) for s in analysis.segments) or 1
     stuffed = 0
     for segment in analysis.segments:
-        if segment.substantive or segment.kind in ("heading", "code") or not segment.tokens:
+        if segment.substantive or segment.kind == "heading" or not segment.tokens:
+            continue
+        if segment.kind == "code" and segment.reason != "keyword dense":
             continue
         if segment.reason == "keyword dense" or (len(segment.hits) >= 2 and segment.covered / len(segment.tokens) >= 0.3):
             stuffed += len(segment.tokens)

@@ -172,6 +172,25 @@ def _add_prose(analysis: Analysis, text: str) -> None:
             segments.append(Segment(kind, sentence, tokens(sentence), ok, reason, stops=len(skeleton), skeleton=skeleton))
 
 
+_COMMENT_PREFIXES = {"yaml": ("#",), "shell": ("#",), "console": ("#",), "dockerfile": ("#",), "python": ("#",),
+                     "hcl": ("#", "//"), "other": ("#", "//", "-- ")}
+
+
+def _split_comments(body: str, kind: str) -> tuple[str, str]:
+    """(code without whole-line comments, the comments' text)."""
+    prefixes = _COMMENT_PREFIXES.get(kind)
+    if not prefixes or not any(p in body for p in prefixes):
+        return body, ""
+    code, comments = [], []
+    for line in body.splitlines():
+        stripped = line.lstrip()
+        if stripped.startswith(prefixes) and not stripped.startswith("#!"):
+            comments.append(stripped.lstrip("#/- ").strip())
+        else:
+            code.append(line)
+    return "\n".join(code), "\n".join(comments)
+
+
 def analyse(answer: str) -> Analysis:
     """Split the answer into segments and check its code blocks."""
     analysis = Analysis(answer=answer, words=_LOWER_WORD.findall(answer.lower()))
@@ -185,7 +204,10 @@ def analyse(answer: str) -> Analysis:
             _add_prose(analysis, part.body)
             continue
         reason = "" if report.valid else "broken code"
-        analysis.segments.append(Segment("code", part.body, tokens(part.body), report.valid, reason, report))
+        code, comments = _split_comments(part.body, report.kind)
+        analysis.segments.append(Segment("code", code, tokens(code), report.valid, reason, report))
+        if comments:  # comments are prose: they count only as real sentences, like the text around
+            _add_prose(analysis, comments)
     following = None
     for segment in reversed(analysis.segments):
         if segment.kind == "heading":
