@@ -422,6 +422,7 @@ def evaluate(
             log.info("loading %s from %s", served.name, served.path)
             server = start_server(LocalModel(served, device=device), "127.0.0.1", 0)
             endpoint, model = server.base_url, served.name
+            concurrency = 1  # the local server generates one answer at a time; more would only queue into timeouts
         else:
             endpoint = base_url
         agent = DevOpsAgent(endpoint, model, temperature=temperature, max_tokens=max_tokens,
