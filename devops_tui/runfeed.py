@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.training.rundir import REWARD_KEYS  # the reward `runs list` shows, so both faces agree
+
 SERIES_CAPACITY = 2048  # points kept per metric; older history is thinned, never dropped entirely
 LOG_LINES_KEPT = 1000
 LOG_TAIL_BYTES = 64 * 1024  # what attaching reads of an existing train.log
 SAMPLE_STEPS_KEPT = 20
 EVENTS_KEPT = 200
-REWARD_KEY = "reward/final/mean"
-FALLBACK_REWARD_KEY = "critic/score/mean"
 
 
 def _parse_json(line: bytes | str) -> dict | None:
@@ -370,7 +370,7 @@ class RunState:
 
     # -- derived figures -------------------------------------------------------------------------
     def reward_key(self) -> str | None:
-        for key in (REWARD_KEY, FALLBACK_REWARD_KEY):
+        for key in REWARD_KEYS:
             if key in self.series:
                 return key
         return None

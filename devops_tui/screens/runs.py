@@ -7,7 +7,6 @@ confirmation. The folder is listed by a thread worker every few seconds; the tab
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,8 +16,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from core.training.rundir import reward_of
 from devops_tui.messages import OpenRun, RunsListed
-from devops_tui.runfeed import FALLBACK_REWARD_KEY, REWARD_KEY, load_metrics_history, pid_alive
+from devops_tui.runfeed import load_metrics_history, pid_alive
 from devops_tui.widgets.chart import format_value
 
 REFRESH_S = 3.0
@@ -70,12 +70,7 @@ def read_run(path: Path) -> RunRow | None:
     if not isinstance(meta, dict):
         meta = {}
     rows, _, _ = load_metrics_history(metrics_path, capacity=512)
-    rewards = []
-    for row in rows:
-        data = row["data"]
-        value = data.get(REWARD_KEY, data.get(FALLBACK_REWARD_KEY))
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            rewards.append(float(value))
+    rewards = [r for r in (reward_of(row["data"]) for row in rows if isinstance(row["data"], dict)) if r is not None]
     status = str(meta.get("status", "unknown"))
     if status == "running" and meta.get("pid") and not pid_alive(meta.get("pid")):
         status = "crashed?"
