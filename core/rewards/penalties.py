@@ -127,9 +127,8 @@ def repetition(analysis: Analysis) -> tuple[float, list[str]]:
     evidence = []
     ngram_dup = 0.0
     if len(words) >= 4 * NGRAM:
-        grams = Counter(zip(*(words[i:] for i in range(NGRAM))))
-        total = sum(grams.values())
-        ngram_dup = 1.0 - len(grams) / total
+        distinct = len(set(zip(*(words[i:] for i in range(NGRAM)))))  # a set: only the count matters
+        ngram_dup = 1.0 - distinct / (len(words) - NGRAM + 1)
     lines = [ln.strip().lower() for ln in analysis.answer.splitlines() if len(ln.strip()) >= 25]
     line_dup = 0.0
     if lines:
@@ -146,6 +145,7 @@ def repetition(analysis: Analysis) -> tuple[float, list[str]]:
 
 _ASCII_LETTERS = bytes(range(65, 91)) + bytes(range(97, 123))
 _ODD_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffd\ue000-\uf8ff]")
+_ODD_ASCII = bytes(range(0, 9)) + b"\x0b\x0c" + bytes(range(14, 32))  # _ODD_CHARS within ASCII
 
 
 def degenerate(analysis: Analysis) -> tuple[float, list[str]]:
@@ -160,10 +160,12 @@ def degenerate(analysis: Analysis) -> tuple[float, list[str]]:
         value += 0.4
         evidence.append(f"only {distinct} distinct characters")
     raw = visible.encode("utf-8")
-    if len(raw) == len(visible):  # ASCII: count letters in C
+    if len(raw) == len(visible):  # ASCII: count letters and control characters in C
         letters = len(raw) - len(raw.translate(None, _ASCII_LETTERS))
+        odd = len(raw) - len(raw.translate(None, _ODD_ASCII))
     else:
         letters = sum(map(str.isalpha, visible))
+        odd = len(_ODD_CHARS.findall(visible))
     if letters / len(visible) < 0.5:
         value += 0.3
         evidence.append(f"only {letters / len(visible):.0%} letters")
@@ -172,11 +174,11 @@ def degenerate(analysis: Analysis) -> tuple[float, list[str]]:
         value += 0.3
         evidence.append(f"only {len(set(words))} distinct words of {len(words)}")
     prose_words = " ".join(analysis.prose_lines).split()
-    chunks = [w for w in prose_words if len(w) > 45 and "/" not in w]
+    longest = max(map(len, prose_words), default=0)  # in C: most answers have no long string at all
+    chunks = [w for w in prose_words if len(w) > 45 and "/" not in w] if longest > 45 else []
     if chunks and len(chunks) * 60 > len(prose_words):
         value += 0.3
         evidence.append(f"{len(chunks)} unbroken strings longer than 45 characters")
-    odd = len(_ODD_CHARS.findall(visible))
     if odd * 20 > len(visible):
         value += 0.3
         evidence.append(f"{odd} control or replacement characters")
