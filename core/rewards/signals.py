@@ -167,6 +167,7 @@ _ENTRIES = {first: [(" " + " ".join(k) + " " if len(k) > 1 else None, k, d, n) f
             for first, entries in _INDEX.items()}
 _LONGER = {first: sorted({(" " + " ".join(k) + " ", len(k)) for k, _, _ in entries if len(k) > 1})
            for first, entries in _INDEX.items()}
+_SINGLE_HITS = {first: [(d, n, k) for k, d, n in entries] for first, entries in _INDEX.items() if not _LONGER[first]}
 
 
 def rubric_keywords() -> list[str]:
@@ -191,13 +192,22 @@ def match_signals(segment_tokens: list[str]) -> tuple[list[tuple[str, str, tuple
     firsts = _FIRST_TOKENS.intersection(segment_tokens)
     if not firsts:
         return [], 0
-    joined = " " + " ".join(segment_tokens) + " "
+    if len(firsts) > 1:
+        firsts = sorted(firsts, key=segment_tokens.index)  # text order: the same evidence in every process
+    joined = None
     hits: list[tuple[str, str, tuple[str, ...]]] = []
     covered = 0
-    for first in sorted(firsts, key=segment_tokens.index):  # text order: the same evidence in every process
+    for first in firsts:
+        longer = _LONGER[first]
+        if not longer:  # only one-token phrases start here: all of them are in
+            hits.extend(_SINGLE_HITS[first])
+            covered += segment_tokens.count(first)
+            continue
+        if joined is None:
+            joined = " " + " ".join(segment_tokens) + " "
         counts: dict[str, int] = {}
         inside = 0
-        for needle, length in _LONGER[first]:
+        for needle, length in longer:
             times = counts[needle] = joined.count(needle)
             covered += times * length
             inside += times
