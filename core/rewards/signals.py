@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections import Counter
 from functools import lru_cache
+from itertools import accumulate
 
 from core.rewards.text import Segment, phrase_key, stem
 
@@ -175,12 +177,19 @@ def rubric_keywords() -> list[str]:
     return [p for signals in RUBRIC.values() for _, phrases in signals.values() for p in phrases]
 
 
+@lru_cache(maxsize=256)
+def _one_line(text: str) -> tuple[str, str]:
+    """The text on one line, and lowercased (cached: several signals quote the same segment)."""
+    text = " ".join(text.split())
+    return text, text.lower()
+
+
 def _snippet(text: str, key: tuple[str, ...] = (), limit: int = 90) -> str:
     """A short quote of `text`, around the first word of the matched phrase when it can be found."""
-    text = " ".join(text.split())
+    text, lower = _one_line(text)
     if len(text) <= limit:
         return text
-    start = text.lower().find(key[0]) if key and not key[0].startswith("<") else -1
+    start = lower.find(key[0]) if key and not key[0].startswith("<") else -1
     start = 0 if start < 30 else start - 30
     quote = text[start : start + limit - 2]
     return ("…" if start else "") + quote + ("…" if start + limit - 2 < len(text) else "")
@@ -192,8 +201,10 @@ def match_signals(segment_tokens: list[str]) -> tuple[list[tuple[str, str, tuple
     firsts = _FIRST_TOKENS.intersection(segment_tokens)
     if not firsts:
         return [], 0
-    if len(firsts) > 1:
-        firsts = sorted(firsts, key=segment_tokens.index)  # text order: the same evidence in every process
+    if len(firsts) > 1:  # text order (of first occurrence): the same evidence in every process
+        firsts = dict.fromkeys(filter(firsts.__contains__, segment_tokens))
+    # list.count per first token is quadratic in a long code block: there, count all tokens at once
+    tally = Counter(segment_tokens).__getitem__ if len(firsts) > 8 else segment_tokens.count
     joined = None
     hits: list[tuple[str, str, tuple[str, ...]]] = []
     covered = 0
@@ -201,7 +212,7 @@ def match_signals(segment_tokens: list[str]) -> tuple[list[tuple[str, str, tuple
         longer = _LONGER[first]
         if not longer:  # only one-token phrases start here: all of them are in
             hits.extend(_SINGLE_HITS[first])
-            covered += segment_tokens.count(first)
+            covered += tally(first)
             continue
         if joined is None:
             joined = " " + " ".join(segment_tokens) + " "
@@ -215,7 +226,7 @@ def match_signals(segment_tokens: list[str]) -> tuple[list[tuple[str, str, tuple
             if needle is None or counts[needle]:
                 hits.append((dimension, name, key))
         if first in _SINGLE:
-            covered += max(0, segment_tokens.count(first) - inside)
+            covered += max(0, tally(first) - inside)
     return hits, min(covered, len(segment_tokens))
 
 
@@ -309,14 +320,9 @@ class _Haystack:
 
     def __init__(self, segments: list[Segment]) -> None:
         self.segments = segments
-        self.offsets: list[int] = []
-        parts, position = [], 0
-        for segment in segments:
-            joined = _joined(segment)
-            self.offsets.append(position)
-            parts.append(joined + "|")
-            position += len(joined) + 1
-        self.text = "".join(parts)
+        joined = [_joined(segment) for segment in segments]
+        self.offsets = list(accumulate([len(part) + 1 for part in joined], initial=0))[:-1]
+        self.text = "|".join([*joined, ""])
 
     def find(self, form: tuple[str, ...]) -> Segment | None:
         if not form:
@@ -338,15 +344,16 @@ def expected_credit(expected: str, counted: _Haystack) -> tuple[float, Segment |
         if segment is not None:
             return 1.0, segment
     content = [t for t in forms[0] if t not in _FILLER]
-    if not content or not any(f" {t} " in counted.text for t in content):
+    needles = [f" {t} " for t in content]
+    if not content or not any(needle in counted.text for needle in needles):
         return 0.0, None
     best, where = 0.0, None
     for segment in counted.segments:
         joined = _joined(segment)
-        present = [t for t in content if f" {t} " in joined]
-        if len(present) < len(content) / 2:
+        present = sum(needle in joined for needle in needles)
+        if present < len(content) / 2:
             continue
-        share = len(present) / len(content)
+        share = present / len(content)
         if share == 1.0:
             positions = sorted(segment.tokens.index(t) for t in content)
             credit = 0.8 if positions[-1] - positions[0] <= 2 * len(content) + 4 else 0.6
