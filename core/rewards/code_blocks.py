@@ -27,10 +27,11 @@ _DOCKER_INSTRUCTIONS = frozenset(
 )
 _SHELL_CONTROL = re.compile(r"^\s*(?:if|for|while|until|case|function)\b|\(\)\s*\{", re.M)
 _SHELL_STRICT = re.compile(r"^\s*set\s+(?:-[a-zA-Z]*e[a-zA-Z]*\b|-o\s+errexit)", re.M)
-_SHELL_PAIRS = ((re.compile(r"(?:^|[;\s])if\s"), re.compile(r"(?:^|[;\s])fi\b")),
-                (re.compile(r"(?:^|[;\s])case\s"), re.compile(r"(?:^|[;\s])esac\b")),
-                (re.compile(r"(?:^|[;\s])do\b"), re.compile(r"(?:^|[;\s])done\b")))
+# (word, pattern) of openers and closers that must balance; a pattern only scans text holding its word.
+_SHELL_PAIRS = tuple(((opener, re.compile(rf"(?:^|[;\s]){opener}{end}")), (closer, re.compile(rf"(?:^|[;\s]){closer}\b")))
+                     for opener, end, closer in (("if", r"\s", "fi"), ("case", r"\s", "esac"), ("do", r"\b", "done")))
 _SHELL_QUOTED = re.compile(r"\"(?:\\.|[^\"\\])*\"|'[^']*'")
+_SHELL_FIRST = re.compile(r"(?:kubectl|helm|aws|gcloud|terraform|docker|git|curl|sudo|systemctl|psql)\s")
 _YAML_LINE = re.compile(r"^(?:[\w.\-/\"']+:(?:\s|$)|-\s+[\w.\-\"']+:\s|---\s*$)")
 _STRINGS_AND_COMMENTS = re.compile(r"\"(?:\\.|[^\"\\\n])*\"|'[^'\n]*'|(?:^|\s)(?:#|//|--\s).*$", re.M)
 _PLACEHOLDER = re.compile(r"\.\.\.|<[^>\n]+>|\{\{|\{%")
@@ -105,9 +106,9 @@ def _guess_kind(body: str) -> str:
         return "shell"
     if first.startswith(("{", "[")) and lines[-1].rstrip().endswith(("}", "]")):
         return "json"
-    if sum(1 for ln in lines if _YAML_LINE.match(ln.lstrip())) >= max(2, len(lines) // 2):
+    if len(list(filter(None, map(_YAML_LINE.match, map(str.lstrip, lines))))) >= max(2, len(lines) // 2):
         return "yaml"
-    if re.match(r"(?:kubectl|helm|aws|gcloud|terraform|docker|git|curl|sudo|systemctl|psql)\s", first):
+    if _SHELL_FIRST.match(first):
         return "shell"
     return "text"
 
@@ -259,11 +260,16 @@ def _check_dockerfile(body: str, report: BlockReport) -> None:
         report.issues.append("Dockerfile: the final stage runs as root (add a non-root USER)")
 
 
+def _shell_count(word_pattern: tuple[str, re.Pattern], code: str) -> int:
+    word, pattern = word_pattern
+    return len(pattern.findall(code)) if word in code else 0
+
+
 def _check_shell(body: str, report: BlockReport) -> None:
     code = "\n".join(ln for ln in body.splitlines() if not ln.lstrip().startswith("#") or ln.startswith("#!"))
     unquoted = _SHELL_QUOTED.sub("''", code)
     for opener, closer in _SHELL_PAIRS:
-        if len(opener.findall(unquoted)) != len(closer.findall(unquoted)):
+        if _shell_count(opener, unquoted) != _shell_count(closer, unquoted):
             report.problems.append("shell: unbalanced if/fi, case/esac or do/done")
             return
     if code.rstrip().endswith("\\"):
