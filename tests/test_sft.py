@@ -90,7 +90,7 @@ def test_warmstart_is_cached(tiny, monkeypatch, tmp_path):
 def test_sft_command_writes_a_folder_train_accepts(tmp_path):
     out = tmp_path / "sft-model"
     result = subprocess.run(
-        [sys.executable, "-m", "core.cli.main", "sft", "--steps", "4", "--batch-size", "1", "--max-length", "700",
+        [sys.executable, "-m", "core.cli.main", "sft", "--steps", "4", "--batch-size", "1", "--max-length", "1024",
          "--output", str(out), "--device", "cpu"],
         cwd=REPO, capture_output=True, text=True, timeout=240,
     )

@@ -148,8 +148,11 @@ def run_sft(
     dev = select_device(device)
     torch.manual_seed(settings.seed)
     rng = random.Random(settings.seed)
+    from core.training.tiny_model import quiet_progress_bars
+
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(dev)
+    with quiet_progress_bars():
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(dev)
     model.train()
     examples = build_examples(
         tasks, tokenizer, system_prompt(), settings.max_length, max_prompt_length=settings.max_prompt_length,
