@@ -703,12 +703,12 @@ class NativeTrainer:
     def run(self):
         from core.training.tiny_model import quiet_progress_bars
 
-        started = time.monotonic()
         with self.stop, quiet_progress_bars():
             try:
                 self._prepare()
                 trainer = self.cfg.trainer
                 first_step = self.global_step
+                started = time.monotonic()  # the ETA is from the steps' own pace (not the model build or warm-start)
                 if trainer.val_before_train and self.global_step == 0 and trainer.test_freq and trainer.test_freq > 0:
                     self.run_dir.log_metrics(0, self.validate())
                 while self.global_step < self.total_steps:
