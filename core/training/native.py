@@ -259,7 +259,7 @@ class NativeTrainer:
 
     # ---- rollout --------------------------------------------------------------------------------
 
-    def generate(self, records: list[dict], n: int, *, greedy: bool = False) -> Batch:
+    def generate(self, records: list[dict], n: int) -> Batch:
         """Sample `n` responses per record (interleaved: the group of a prompt is contiguous)."""
         import torch
 
@@ -275,11 +275,8 @@ class NativeTrainer:
         input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in rows], device=self.device)
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in rows], device=self.device)
         kwargs = {"max_new_tokens": self.cfg.data.max_response_length, "pad_token_id": pad, "eos_token_id": self._eos_ids()}
-        if greedy:
-            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        else:
-            top_k = self.rollout.top_k if self.rollout.top_k > 0 else 0  # verl's -1 (vLLM) and 0 (HF) mean "off"
-            kwargs.update(do_sample=True, temperature=self.rollout.temperature, top_p=self.rollout.top_p, top_k=top_k)
+        top_k = self.rollout.top_k if self.rollout.top_k > 0 else 0  # verl's -1 (vLLM) and 0 (HF) mean "off"
+        kwargs.update(do_sample=True, temperature=self.rollout.temperature, top_p=self.rollout.top_p, top_k=top_k)
         self.policy.eval()
         try:
             with torch.no_grad():
@@ -569,6 +566,8 @@ class NativeTrainer:
     # ---- validation, samples, checkpoints ---------------------------------------------------------
 
     def validate(self) -> dict[str, float]:
+        import torch
+
         from core.rewards import DIMENSIONS, PENALTIES
 
         if not self.val_records:
@@ -576,10 +575,14 @@ class NativeTrainer:
         size = self.cfg.data.val_batch_size or len(self.val_records)
         t0 = time.monotonic()
         breakdowns: list[dict] = []
-        for i in range(0, len(self.val_records), size):
-            batch = self.generate(self.val_records[i : i + size], 1, greedy=True)
-            self.score(batch)
-            breakdowns.extend(batch.breakdowns)
+        # Sampled like the rollouts (greedy decoding of a small model loops and scores 0), from the same seed
+        # each time so validations compare, and in a forked RNG so training's random stream is untouched.
+        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+            torch.manual_seed(self.seed)
+            for i in range(0, len(self.val_records), size):
+                batch = self.generate(self.val_records[i : i + size], 1)
+                self.score(batch)
+                breakdowns.extend(batch.breakdowns)
         means = reward_means(breakdowns, DIMENSIONS, PENALTIES)
         out = {f"val/{key}": value for key, value in means.items()}
         out["val/score/mean"] = means["reward/final/mean"]
