@@ -2,6 +2,8 @@
 for synthetic 1-6 KB answers with code blocks (all distinct, so no cache helps). Goal: >= 1,000/s.
 
 CPU time (`time.process_time`), best of three runs, so a busy shared machine distorts the figure less.
+`--against REV` instead times this tree against git revision REV in one process, interleaved every 10
+answers, so both builds see the same load.
 """
 
 from __future__ import annotations
@@ -151,7 +153,68 @@ def run() -> list[dict]:
     return rows
 
 
+def _score_of(root: Path):
+    """`score` and the YAML cache of the `core` package under `root` (imported afresh)."""
+    for name in [m for m in sys.modules if m == "core" or m.startswith("core.")]:
+        del sys.modules[name]
+    sys.path.insert(0, str(root))
+    try:
+        from core.rewards import score
+        from core.rewards.code_blocks import _yaml_findings
+    finally:
+        sys.path.remove(str(root))
+    return score, _yaml_findings
+
+
+def compare(revision: str, rounds: int = 4) -> list[dict]:
+    """This tree's reward against `revision`'s, interleaved in one process (the peer is the old build)."""
+    import io
+    import subprocess
+    import tarfile
+    import tempfile
+
+    import tasks
+
+    repo = Path(__file__).resolve().parents[1]
+    archive = subprocess.run(["git", "-C", str(repo), "archive", revision, "core"], check=True,
+                             capture_output=True).stdout
+    all_tasks = tasks.load_tasks()
+    data_sets = (
+        ("synthetic 1-6 KB with code", [(a, all_tasks[i % len(all_tasks)]) for i, a in enumerate(synthetic_answers())]),
+        (f"{len(all_tasks)} reference answers", [(t.reference_answer, t) for t in all_tasks]),
+    )
+    rows = []
+    with tempfile.TemporaryDirectory() as old_root:  # kept until the end: the old build may import lazily
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(old_root, filter="data")
+        builds = {"old": _score_of(Path(old_root)), "new": _score_of(repo)}
+        for score, _ in builds.values():
+            score("warm-up", all_tasks[0])
+        for figure, data in data_sets:
+            spent = {"old": 0.0, "new": 0.0}
+            for rnd in range(rounds):
+                for _, cache in builds.values():
+                    cache.cache_clear()
+                for start in range(0, len(data), 10):
+                    for name in ("old", "new") if (start // 10 + rnd) % 2 == 0 else ("new", "old"):
+                        score = builds[name][0]
+                        started = time.process_time()
+                        for answer, task in data[start : start + 10]:
+                            score(answer, task)
+                        spent[name] += time.process_time() - started
+            old, new = (rounds * len(data) / spent[name] for name in ("old", "new"))
+            rows.append({"benchmark": "reward", "figure": f"answers/s, {figure}", "value": round(new, 1),
+                         "unit": "answers/s", "peer": round(old, 1), "yardstick": f"same run at {revision}",
+                         "ratio": round(new / old, 2), "goal": "> 1"})
+    return rows
+
+
 if __name__ == "__main__":
+    import argparse
+
     from run_all import print_table
 
-    print_table(run())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--against", metavar="REV", help="time this tree against a git revision, interleaved")
+    args = parser.parse_args()
+    print_table(compare(args.against) if args.against else run())
