@@ -261,6 +261,7 @@ def _check_dockerfile(body: str, report: BlockReport) -> None:
 
 
 def _shell_count(word_pattern: tuple[str, re.Pattern], code: str) -> int:
+    """How often a keyword pattern matches; no scan when the word is not in the code at all."""
     word, pattern = word_pattern
     return len(pattern.findall(code)) if word in code else 0
 
