@@ -6,6 +6,8 @@ Each location can be moved with an environment variable so tests, CI and shared 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 RUNS_DIR_ENV = "DEVOPS_RL_RUNS_DIR"
@@ -42,3 +44,22 @@ def log_dir() -> Path:
         path = Path(platformdirs.user_log_dir("devops-rl"))
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextmanager
+def build_lock(target: Path) -> Iterator[None]:
+    """Hold an exclusive lock while building the cache entry `target`.
+
+    A second process that wants the same entry waits here and then finds it built, instead of
+    spending the same minutes of CPU on a copy (as two test workers or two runs starting at once would).
+    """
+    import fcntl
+
+    lock_path = target.with_name(f".{target.name}.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -220,7 +220,7 @@ def run_sft(
 
 def ensure_warmstart(base: Path, settings: SftSettings, tasks, *, device: str = "auto") -> Path:
     """A cached SFT warm-start of `base` (keyed by the base folder's weights, the tasks and the settings)."""
-    from core.paths import cache_dir
+    from core.paths import build_lock, cache_dir
 
     digest = hashlib.sha256()
     digest.update(hashlib.sha256((Path(base) / "model.safetensors").read_bytes()).digest())
@@ -228,10 +228,11 @@ def ensure_warmstart(base: Path, settings: SftSettings, tasks, *, device: str = 
     for task in tasks:
         digest.update(json.dumps(task.to_dict(), sort_keys=True).encode())
     target = cache_dir() / "models" / f"sft-{Path(base).name}-{digest.hexdigest()[:12]}"
-    if (target / "config.json").is_file():
-        log.info("SFT warm-start: using the cached model %s", target)
-        return target
-    log.info("SFT warm-start: %d steps on the reference answers (cached in %s)", settings.steps, target)
-    summary = run_sft(Path(base), target, settings, tasks, device=device)
+    with build_lock(target):
+        if (target / "config.json").is_file():
+            log.info("SFT warm-start: using the cached model %s", target)
+            return target
+        log.info("SFT warm-start: %d steps on the reference answers (cached in %s)", settings.steps, target)
+        summary = run_sft(Path(base), target, settings, tasks, device=device)
     log.info("SFT warm-start: loss %.3f -> %.3f in %.0fs", summary["first_loss"], summary["last_loss"], summary["seconds"])
     return target

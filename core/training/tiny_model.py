@@ -198,10 +198,10 @@ def _build(target: Path, corpus: str, recipe: dict) -> None:
 def ensure_tiny_model(cache: Path | None = None, *, corpus: str | None = None, recipe: dict | None = None) -> Path:
     """The `builtin:tiny` model folder, built on first use (seconds) and cached by recipe + corpus hash.
 
-    The build goes to a temporary folder beside the target and is renamed into place, so two processes
-    building at once both end with the same complete folder and a reader never sees a half-written one.
+    One process builds while others wait on a lock and then find it built; the build goes to a
+    temporary folder renamed into place, so a reader never sees a half-written one.
     """
-    from core.paths import cache_dir
+    from core.paths import build_lock, cache_dir
 
     corpus = task_corpus() if corpus is None else corpus
     recipe = dict(TINY_RECIPE if recipe is None else recipe)
@@ -210,17 +210,20 @@ def ensure_tiny_model(cache: Path | None = None, *, corpus: str | None = None, r
     target = models / f"tiny-{recipe_hash(corpus, recipe)}"
     if (target / "config.json").is_file():
         return target
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=models))
-    try:
-        log.info("building the built-in tiny model in %s", target)
-        _build(tmp, corpus, recipe)
+    with build_lock(target):
+        if (target / "config.json").is_file():  # another process built it while we waited
+            return target
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=models))
         try:
-            os.rename(tmp, target)
-        except OSError:
-            if not (target / "config.json").is_file():  # not "another process won the race"
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            log.info("building the built-in tiny model in %s", target)
+            _build(tmp, corpus, recipe)
+            try:
+                os.rename(tmp, target)
+            except OSError:
+                if not (target / "config.json").is_file():  # not "another process won the race"
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 
