@@ -11,6 +11,8 @@ from typing import Optional
 
 import typer
 
+from core.cli.common import fmt
+
 runs_app = typer.Typer(help="List and inspect runs (the folders under the runs directory).", no_args_is_help=True)
 
 SHOW_KEYS = ("critic/score/mean", "reward/final/mean", "val/score/mean", "actor/pg_loss", "actor/entropy", "actor/ppo_kl",
@@ -36,14 +38,6 @@ def age(iso: str | None) -> str:
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"
     return f"{int(seconds)}s"
-
-
-def fmt(value) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 @runs_app.command("list")

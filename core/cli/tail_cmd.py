@@ -12,6 +12,8 @@ from pathlib import Path
 
 import typer
 
+from core.cli.common import fmt
+
 # Preferred columns, in order; only those the run actually logs are shown (verl names, plus ours).
 COLUMNS = (
     ("critic/score/mean", "reward"),
@@ -28,14 +30,6 @@ COLUMNS = (
 
 def register(app: typer.Typer) -> None:
     app.command("tail")(tail)
-
-
-def _cell(value) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 class MetricsView:
@@ -68,7 +62,7 @@ class MetricsView:
 
     def line(self, step: int) -> list[str]:
         data = self.rows.get(step, {})
-        return [str(step), *(_cell(data.get(k)) for k in self.keys)]
+        return [str(step), *(fmt(data.get(k)) for k in self.keys)]
 
 
 def _plain(cells: list[str]) -> str:
@@ -134,7 +128,7 @@ def tail(
 
 
 def _event_line(record: dict) -> str:
-    extra = " ".join(f"{k}={_cell(v)}" for k, v in record.items() if k not in ("time", "event"))
+    extra = " ".join(f"{k}={fmt(v)}" for k, v in record.items() if k not in ("time", "event"))
     return f"event | {record.get('event', '?')} {extra}".rstrip()
 
 
