@@ -31,7 +31,7 @@ def _train_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "core.cli.main", "train", *args]
 
 
-def _run(*args: str, timeout: float = 420) -> subprocess.CompletedProcess:
+def _run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run(_train_cmd(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
@@ -44,7 +44,7 @@ def _events(run_dir: Path) -> list[str]:
     return [row["event"] for row in _rows(run_dir, "events.jsonl")]
 
 
-def _wait_for(predicate, proc: subprocess.Popen, timeout: float = 420) -> None:
+def _wait_for(predicate, proc: subprocess.Popen, timeout: float = 900) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if proc.poll() is not None:

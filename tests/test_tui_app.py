@@ -344,7 +344,7 @@ async def test_launch_a_ci_fast_run_and_watch_steps_arrive(tmp_path):
                 raise AssertionError("training exited early:\n" + "\n".join(launched.console_tail(20)))
             return live.state.rows_seen
 
-        await wait_for(pilot, lambda: steps() >= 2, timeout=300, what="two training steps")
+        await wait_for(pilot, lambda: steps() >= 2, timeout=900, what="two training steps")
         assert live.state.reward_key() is not None
         await pilot.press("s")
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
