@@ -9,7 +9,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import re
 import threading
 import time
 import uuid
@@ -26,9 +25,6 @@ log = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 MAX_BODY_BYTES = 8 * 1024 * 1024
-STEP_DIR = re.compile(r"^global_step_(\d+)$")
-
-
 @dataclass(frozen=True)
 class ServedModel:
     """What `serve` will load: the folder, the name clients send as `model`, and where it came from."""
@@ -40,15 +36,13 @@ class ServedModel:
 
 def latest_checkpoint_model(checkpoints: Path) -> tuple[int, Path] | None:
     """The newest `global_step_<N>` folder under `checkpoints` that holds a model (a config.json)."""
-    found = []
-    if checkpoints.is_dir():
-        for entry in checkpoints.iterdir():
-            match = STEP_DIR.match(entry.name)
-            if match and (entry / "config.json").is_file():
-                found.append((int(match.group(1)), entry))
-            elif match and (entry / "actor" / "huggingface" / "config.json").is_file():  # verl's layout
-                found.append((int(match.group(1)), entry / "actor" / "huggingface"))
-    return max(found) if found else None
+    from core.training.checkpoint import step_folders
+
+    for step, entry in reversed(step_folders(checkpoints)):
+        for folder in (entry, entry / "actor" / "huggingface"):  # ours, then verl's layout
+            if (folder / "config.json").is_file():
+                return step, folder
+    return None
 
 
 def resolve_served_model(spec: str) -> ServedModel:

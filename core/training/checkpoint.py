@@ -45,15 +45,16 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def step_folders(root: Path) -> list[tuple[int, Path]]:
+    """Every `global_step_<N>` folder under `root`, oldest first, as (step, folder), complete or not."""
+    if not root.is_dir():
+        return []
+    return sorted((int(m.group(1)), entry) for entry in root.iterdir() if (m := STEP_DIR.match(entry.name)))
+
+
 def list_checkpoints(root: Path) -> list[tuple[int, Path]]:
     """Complete checkpoints under `root`, oldest first, as (step, folder)."""
-    found = []
-    if root.is_dir():
-        for entry in root.iterdir():
-            match = STEP_DIR.match(entry.name)
-            if match and (entry / STATE_FILE).is_file():
-                found.append((int(match.group(1)), entry))
-    return sorted(found)
+    return [(step, folder) for step, folder in step_folders(root) if (folder / STATE_FILE).is_file()]
 
 
 def latest_checkpoint(root: Path) -> tuple[int, Path] | None:
