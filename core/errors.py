@@ -3,6 +3,9 @@
 Raise it for anything the user can fix (a bad file, key or value); its message names what and how.
 """
 
+import difflib
+from collections.abc import Iterable
+
 
 class UserError(Exception):
     """A problem with the user's input or environment, explained in one line."""
@@ -15,3 +18,9 @@ class UserError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+def did_you_mean(value: str, choices: Iterable[str]) -> str:
+    """`"; did you mean 'x'?"` for the closest choice, or "" when none is close: the tail of an error line."""
+    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""

@@ -6,7 +6,6 @@ Loading is safe (PyYAML's SafeLoader only) and every problem names the file, the
 
 from __future__ import annotations
 
-import difflib
 import random
 import re
 from collections.abc import Iterable, Mapping
@@ -15,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from core.errors import UserError
+from core.errors import UserError, did_you_mean
 
 DATA_DIR = Path(__file__).with_name("data")
 
@@ -63,11 +62,6 @@ class Task:
         if self.reference_answer is not None:
             data["reference_answer"] = self.reference_answer
         return data
-
-
-def _suggest(value: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 class _Problems:
@@ -124,7 +118,7 @@ def _check_task(
         if key not in ALLOWED_KEYS:
             problems.add(
                 path, key_lines.get(str(key), line),
-                f"{label}: unknown key '{key}' (allowed: {', '.join(REQUIRED_KEYS)}){_suggest(str(key), ALLOWED_KEYS)}",
+                f"{label}: unknown key '{key}' (allowed: {', '.join(REQUIRED_KEYS)}){did_you_mean(str(key), ALLOWED_KEYS)}",
             )
     required = REQUIRED_KEYS if require_reference else REQUIRED_KEYS[:-1]
     for key in required:
@@ -138,9 +132,9 @@ def _check_task(
     if "id" in data and not (isinstance(task_id, str) and ID_PATTERN.match(task_id)):
         problems.add(path, at("id"), f"{label}: key 'id': {task_id!r} must be lowercase letters, digits, '-' or '_' (2-64 chars)")
     if "type" in data and task_type not in TASK_TYPES:
-        problems.add(path, at("type"), f"{label}: key 'type': unknown type {task_type!r} (one of {', '.join(TASK_TYPES)}){_suggest(str(task_type), TASK_TYPES)}")
+        problems.add(path, at("type"), f"{label}: key 'type': unknown type {task_type!r} (one of {', '.join(TASK_TYPES)}){did_you_mean(str(task_type), TASK_TYPES)}")
     if "difficulty" in data and difficulty not in DIFFICULTIES:
-        problems.add(path, at("difficulty"), f"{label}: key 'difficulty': {difficulty!r} must be one of {', '.join(DIFFICULTIES)}{_suggest(str(difficulty), DIFFICULTIES)}")
+        problems.add(path, at("difficulty"), f"{label}: key 'difficulty': {difficulty!r} must be one of {', '.join(DIFFICULTIES)}{did_you_mean(str(difficulty), DIFFICULTIES)}")
     desc = data.get("desc")
     if "desc" in data and not (isinstance(desc, str) and desc.strip()):
         problems.add(path, at("desc"), f"{label}: key 'desc': must be a non-empty string (the prompt)")
@@ -251,7 +245,7 @@ def get_task(task_id: str, tasks: Iterable[Task] | None = None) -> Task:
     for task in pool:
         if task.id == task_id:
             return task
-    raise UserError(f"no task with id '{task_id}'{_suggest(task_id, [t.id for t in pool])} (see 'devops-rl tasks list')")
+    raise UserError(f"no task with id '{task_id}'{did_you_mean(task_id, [t.id for t in pool])} (see 'devops-rl tasks list')")
 
 
 def split_tasks(tasks: Iterable[Task], val_fraction: float = 0.2, seed: int = 0) -> tuple[list[Task], list[Task]]:

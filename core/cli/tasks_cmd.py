@@ -20,11 +20,10 @@ def register(app: typer.Typer) -> None:
 
 
 def _check_choice(value: str | None, choices: tuple[str, ...], option: str) -> None:
-    from core.errors import UserError
-    from tasks import _suggest
+    from core.errors import UserError, did_you_mean
 
     if value is not None and value not in choices:
-        raise UserError(f"{option} {value!r} is not one of {', '.join(choices)}{_suggest(value, choices)}")
+        raise UserError(f"{option} {value!r} is not one of {', '.join(choices)}{did_you_mean(value, choices)}")
 
 
 @tasks_app.command("list")

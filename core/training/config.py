@@ -6,7 +6,6 @@ except keys verl itself knows, which are passed through to verl in `verl_overrid
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib.util
 import logging
@@ -17,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from core.errors import UserError
+from core.errors import UserError, did_you_mean
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +36,6 @@ LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-tok
 # verl's top-level sections; unknown keys under them pass through to verl when verl is not installed to check.
 VERL_SECTIONS = ("algorithm", "data", "actor_rollout_ref", "trainer", "critic", "reward_model", "reward",
                  "custom_reward_function", "ray_kwargs", "global_profiler", "transfer_queue", "distillation")
-
-
-def _suggest(word: str, choices) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 class _Section(BaseModel):
@@ -80,7 +74,7 @@ class AlgorithmConfig(_Section):
     @classmethod
     def _known_estimator(cls, value: str) -> str:
         if value not in ADV_ESTIMATORS:
-            raise ValueError(f"unknown advantage estimator{_suggest(value, ADV_ESTIMATORS)} (one of: {', '.join(ADV_ESTIMATORS)})")
+            raise ValueError(f"unknown advantage estimator{did_you_mean(value, ADV_ESTIMATORS)} (one of: {', '.join(ADV_ESTIMATORS)})")
         return value
 
     @field_validator("kl_penalty")
@@ -92,7 +86,7 @@ class AlgorithmConfig(_Section):
 def _check_kl_type(value: str) -> str:
     base = value[:-1] if value.endswith("+") else value  # verl: "k3+" = straight-through k2 gradient
     if base not in KL_TYPES:
-        raise ValueError(f"unknown KL estimator{_suggest(value, KL_TYPES)} (one of: {', '.join(KL_TYPES)})")
+        raise ValueError(f"unknown KL estimator{did_you_mean(value, KL_TYPES)} (one of: {', '.join(KL_TYPES)})")
     return value
 
 
@@ -487,7 +481,7 @@ def _separate_verl_keys(data: dict, origins: dict[str, _Layer]) -> None:
             siblings |= set(verl_parent)
         where = f" under {parent}" if parent else ""
         raise UserError(
-            f"{layer.where(path)}: {path}: unknown key{where}{_suggest(parts[-1], siblings) or '; see devops-rl config show for the keys'}"
+            f"{layer.where(path)}: {path}: unknown key{where}{did_you_mean(parts[-1], siblings) or '; see devops-rl config show for the keys'}"
         )
 
     def walk(node: dict, prefix: str, model) -> None:
@@ -511,7 +505,7 @@ def _separate_verl_keys(data: dict, origins: dict[str, _Layer]) -> None:
         found, _ = _verl_node(parts)
         if found is False:
             raise UserError(f"{origin(f'{VERL_OVERRIDES}.{key}').where(f'{VERL_OVERRIDES}.{key}')}: {VERL_OVERRIDES}.{key}: "
-                            f"verl has no key '{key}'{_suggest(key, _flatten(verl_key_tree() or {}))}")
+                            f"verl has no key '{key}'{did_you_mean(key, _flatten(verl_key_tree() or {}))}")
         if _model_node(parts) is not None:
             raise UserError(f"{origin(f'{VERL_OVERRIDES}.{key}').where(f'{VERL_OVERRIDES}.{key}')}: {VERL_OVERRIDES}.{key}: "
                             f"devops-rl models this key; set {key} directly instead")
@@ -539,7 +533,7 @@ def _build(data: dict, origins: dict[str, _Layer]) -> TrainingConfig:
 def preset_data(preset: str) -> dict:
     """The raw mapping of a preset file (values that differ from the model's defaults)."""
     if preset not in PRESETS:
-        raise UserError(f"unknown preset '{preset}'{_suggest(preset, PRESETS)} (presets: {', '.join(PRESETS)})")
+        raise UserError(f"unknown preset '{preset}'{did_you_mean(preset, PRESETS)} (presets: {', '.join(PRESETS)})")
     path = PRESETS_DIR / f"{preset}.yaml"
     return _parse_yaml(path.read_text(encoding="utf-8"), str(path))
 
