@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.training.rundir import REWARD_KEYS  # the reward `runs list` shows, so both faces agree
+from core.training.rundir import REWARD_KEYS, pid_alive  # REWARD_KEYS: the reward `runs list` shows, so both faces agree
 
 SERIES_CAPACITY = 2048  # points kept per metric; older history is thinned, never dropped entirely
 LOG_LINES_KEPT = 1000
@@ -286,20 +286,6 @@ def follow_feed(feed: RunFeed, post: Callable[[], None], *, stop: Callable[[], b
         time.sleep(delay)
 
 
-def pid_alive(pid: Any) -> bool:
-    """Whether a process id from meta.json still runs (False for a missing or bad id)."""
-    try:
-        pid = int(pid)
-        if pid <= 0:
-            return False
-        os.kill(pid, 0)
-    except (TypeError, ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @dataclass
 class Alert:
     """Something the user should look at now: `level` is "error" or "warning"."""
@@ -425,7 +411,7 @@ class RunState:
         if self.meta.get("status") == "running":
             pid = self.meta.get("pid")
             host = self.meta.get("host")
-            if pid and (host in (None, "", os.uname().nodename)) and not pid_alive(pid):
+            if pid and (host in (None, "", os.uname().nodename)) and pid_alive(pid) is False:
                 alerts.append(Alert("error", f"process {pid} is gone but the run says running: it crashed"))
             elif self.last_row_time is not None:
                 per_step = self.seconds_per_step() or 0.0

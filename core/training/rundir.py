@@ -98,9 +98,14 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def pid_alive(pid: int | None) -> bool | None:
-    """Whether a process with this id exists on this machine (None when unknown)."""
-    if not pid:
+def pid_alive(pid) -> bool | None:
+    """Whether a process with this id (from meta.json) exists on this machine; None when the id is
+    missing or not a positive integer (0 or a negative id would signal a process group)."""
+    try:
+        pid = int(pid)
+    except (TypeError, ValueError):
+        return None
+    if pid <= 0:
         return None
     try:
         os.kill(pid, 0)

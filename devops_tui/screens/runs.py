@@ -16,9 +16,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from core.training.rundir import reward_of
+from core.training.rundir import pid_alive, reward_of
 from devops_tui.messages import OpenRun, RunsListed
-from devops_tui.runfeed import load_metrics_history, pid_alive
+from devops_tui.runfeed import load_metrics_history
 from devops_tui.widgets.chart import format_value
 
 REFRESH_S = 3.0
@@ -72,7 +72,7 @@ def read_run(path: Path) -> RunRow | None:
     rows, _, _ = load_metrics_history(metrics_path, capacity=512)
     rewards = [r for r in (reward_of(row["data"]) for row in rows if isinstance(row["data"], dict)) if r is not None]
     status = str(meta.get("status", "unknown"))
-    if status == "running" and meta.get("pid") and not pid_alive(meta.get("pid")):
+    if status == "running" and pid_alive(meta.get("pid")) is False:
         status = "crashed?"
     total = meta.get("total_steps")
     return RunRow(
