@@ -27,7 +27,7 @@ def _peak_rss_mb() -> float:
 
 
 def _records():
-    from core.agent.prompt import system_prompt
+    from tasks.prompt import system_prompt
     from tasks import load_tasks, split_tasks, to_record
 
     train, _ = split_tasks(load_tasks(), 0.2, 0)

@@ -277,7 +277,7 @@ def split_tasks(tasks: Iterable[Task], val_fraction: float = 0.2, seed: int = 0)
 def to_record(task: Task, system_prompt: str | None = None) -> dict[str, Any]:
     """The training record every backend consumes: chat prompt plus the task as reward metadata."""
     if system_prompt is None:
-        from core.agent.prompt import system_prompt as default_prompt
+        from tasks.prompt import system_prompt as default_prompt
 
         system_prompt = default_prompt()
     return {

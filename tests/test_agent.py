@@ -104,7 +104,7 @@ def _agent(server, **kwargs):
 
 
 def test_answer_sends_prompt_and_defaults_and_scores_the_reply(scripted, no_keys):
-    from core.agent.prompt import system_prompt
+    from tasks.prompt import system_prompt
     from core.rewards import score
 
     server = scripted()

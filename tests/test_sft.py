@@ -34,7 +34,7 @@ def _train_tasks(count: int):
 
 
 def test_labels_cover_exactly_the_answer_and_its_end_token(tiny):
-    from core.agent.prompt import system_prompt
+    from tasks.prompt import system_prompt
     from core.training.sft import IGNORE_INDEX, build_examples
 
     _, tok = tiny

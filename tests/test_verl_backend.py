@@ -141,7 +141,7 @@ def test_parquet_export_loads_with_verls_own_dataset_and_the_tiny_tokenizer(tmp_
     from transformers import AutoTokenizer
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from core.agent.prompt import system_prompt
+    from tasks.prompt import system_prompt
     from core.training.config import load_config
     from core.training.tiny_model import ensure_tiny_model
     from core.training.verl_backend.data import export_parquet

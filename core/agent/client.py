@@ -88,7 +88,7 @@ class DevOpsAgent:
         self.backoff = max(0.0, backoff)
         self.seed = seed
         if system_prompt is None:
-            from core.agent.prompt import system_prompt as default_prompt
+            from tasks.prompt import system_prompt as default_prompt
 
             system_prompt = default_prompt()
         self.system_prompt = system_prompt

@@ -631,7 +631,7 @@ class NativeTrainer:
         import numpy as np
         import torch
 
-        from core.agent.prompt import system_prompt
+        from tasks.prompt import system_prompt
         from core.training.checkpoint import latest_checkpoint, load_checkpoint
         from core.training.sft import select_device
         from core.training.tiny_model import BUILTIN_TINY, resolve_model_path

@@ -143,7 +143,7 @@ def run_sft(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from core.agent.prompt import system_prompt
+    from tasks.prompt import system_prompt
 
     dev = select_device(device)
     torch.manual_seed(settings.seed)

@@ -85,7 +85,7 @@ def quiet_progress_bars():
 
 def task_corpus() -> str:
     """The text the tokenizer learns from: the system prompt, every task prompt and reference answer."""
-    from core.agent.prompt import system_prompt
+    from tasks.prompt import system_prompt
 
     parts = [system_prompt()]
     try:

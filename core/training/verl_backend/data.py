@@ -41,7 +41,7 @@ def task_row(task, index: int, split: str, system_prompt: str, reward_weights: d
 
 def split_rows(cfg, tasks=None) -> dict[str, list[dict]]:
     """{"train": rows, "val": rows} for the config's split (seed, val_fraction) and per-type reward weights."""
-    from core.agent.prompt import system_prompt
+    from tasks.prompt import system_prompt
     from tasks import load_tasks, split_tasks
 
     all_tasks = load_tasks() if tasks is None else list(tasks)

@@ -1,4 +1,7 @@
-"""The agent's system prompt, kept as Markdown beside this module so it can be read and edited as prose."""
+"""The DevOps Architect system prompt, kept as Markdown beside this module so it can be read and edited as prose.
+
+It lives with the tasks because every training record starts with it; the agent, eval and serving read it from here too.
+"""
 
 from __future__ import annotations
 
