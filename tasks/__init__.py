@@ -77,7 +77,7 @@ class _Problems:
 
 def _parse_yaml(path: Path, problems: _Problems):
     """Return (data, node) for a YAML file, or (None, None) after recording the problem."""
-    import yaml
+    from core.yamlfile import parse_yaml
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -85,17 +85,13 @@ def _parse_yaml(path: Path, problems: _Problems):
         problems.add(path, 0, f"cannot read the file: {exc.strerror or exc}")
         return None, None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 0
-        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        problems.add(path, line, f"YAML syntax error: {what}; fix the indentation or quoting there")
+        document = parse_yaml(text, str(path))
+    except UserError as exc:
+        problems.lines.append(str(exc))
         return None, None
-    if node is None:
+    if document.node is None:
         problems.add(path, 1, "the file is empty; write a list of tasks ('- id: ...')")
-    return data, node
+    return document.data, document.node
 
 
 def _check_task(
