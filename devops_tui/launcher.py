@@ -17,8 +17,6 @@ from pathlib import Path
 
 from core.errors import UserError
 
-MODE_FOR_PRESET = {"default": "train", "ci-fast": "ci-fast", "single-gpu": "single-gpu"}
-
 
 def new_run_id(mode: str, now: float | None = None) -> str:
     """`YYYYmmdd-HHMMSS-<mode>-<4 hex>`, the run directory's id format (sortable, safe)."""

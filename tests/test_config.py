@@ -20,6 +20,7 @@ from core.training.config import (
     PRESETS,
     TrainingConfig,
     config_from_yaml,
+    key_help,
     load_config,
     native_ignored_settings,
     parse_override,
@@ -156,7 +157,9 @@ BAD_FILES = {
     "bad_type": ("data:\n  train_batch_size: lots\n", "c.yaml:2: data.train_batch_size: 'lots': Input should be a valid integer"),
     "bad_choice": ("algorithm:\n  adv_estimator: grop\n", "c.yaml:2: algorithm.adv_estimator: 'grop': unknown advantage estimator; did you mean 'grpo'?"),
     "negative_batch": ("data:\n  train_batch_size: -4\n", "c.yaml:2: data.train_batch_size: -4: Input should be greater than 0"),
-    "yaml_syntax": ("data:\n  train_batch_size: [8\n", "c.yaml:3: not valid YAML"),
+    "yaml_syntax": ("data:\n  train_batch_size: [8\n", "c.yaml:3: YAML syntax error"),
+    "duplicate_key": ("data:\n  train_batch_size: 8\n  shuffle: true\n  train_batch_size: 4\n",
+                      "c.yaml:4: data.train_batch_size: written twice in the same mapping"),
     "not_a_mapping": ("- 1\n- 2\n", "c.yaml: a config must be a YAML mapping"),
     "mini_over_batch": ("data:\n  train_batch_size: 4\nactor_rollout_ref:\n  actor:\n    ppo_mini_batch_size: 16\n",
                         "c.yaml:5: actor_rollout_ref.actor.ppo_mini_batch_size: 16: larger than data.train_batch_size (4); set it <= 4"),
@@ -212,7 +215,7 @@ def test_config_diff_and_show_through_cli(tmp_path):
 
 
 def test_unknown_top_level_key_without_verl_suggests_our_keys(monkeypatch):
-    import core.training.config as config
+    import core.training.config.loading as config
 
     monkeypatch.setattr(config, "verl_key_tree", lambda: None)
     with pytest.raises(UserError, match=r"devops\.bakend: unknown key under devops; did you mean 'backend'\?"):
@@ -221,20 +224,45 @@ def test_unknown_top_level_key_without_verl_suggests_our_keys(monkeypatch):
     assert cfg.verl_overrides == {"actor_rollout_ref.actor.use_dynamic_bsz": True}
 
 
-def test_every_key_is_documented_in_its_section():
-    """docs/config.md has a row for every setting of the model, under the section's heading (drift check)."""
+def _doc_rows() -> dict[str, tuple[str, str]]:
+    """docs/config.md's key tables: dotted key -> (meaning, watch / tune), backticks dropped."""
     text = (REPO / "docs" / "config.md").read_text()
-    sections = ("actor_rollout_ref.rollout", "actor_rollout_ref.actor", "actor_rollout_ref.ref", "actor_rollout_ref.model",
-                "algorithm", "data", "trainer", "devops")
-    parts = {name: text.split(f"### `{name}`", 1)[1].split("\n### ", 1)[0] for name in sections}
-    missing = []
+    rows: dict[str, tuple[str, str]] = {}
+    for part in text.split("\n### `")[1:]:
+        section = part.split("`", 1)[0]
+        for line in part.splitlines():
+            cells = [c.strip().replace("`", "") for c in line.strip().strip("|").split(" | ")]
+            if line.startswith("| `") and len(cells) == 4:
+                rows[f"{section}.{cells[0]}"] = (cells[2], cells[3])
+    return rows
+
+
+def test_every_key_is_documented_with_the_models_own_help():
+    """docs/config.md has a row for every setting under its section's heading, and its meaning and tuning
+    cells are the model's `Field(description=...)` and tune advice word for word (drift check)."""
+    rows = _doc_rows()
+    drift = []
     for key in TrainingConfig().flat():
         if key == "verl_overrides" or key.startswith("verl_overrides."):
             continue
-        section = next(s for s in sections if key.startswith(s + "."))
-        if f"| `{key[len(section) + 1:]}` |" not in parts[section]:
-            missing.append(key)
-    assert missing == []
+        help_ = key_help(key)
+        assert help_ is not None and help_.meaning, f"{key} has no description in the model"
+        if rows.get(key) != (help_.meaning, help_.tune):
+            drift.append((key, rows.get(key), (help_.meaning, help_.tune)))
+    assert drift == []
+
+
+def test_config_show_describe_reads_each_keys_help_from_the_model():
+    result = cli("config", "show", "--flat", "--describe")
+    assert result.returncode == 0, result.stderr
+    line = next(ln for ln in result.stdout.splitlines() if ln.startswith("data.train_batch_size:"))
+    assert line == f"data.train_batch_size: 16  # {key_help('data.train_batch_size').meaning}"
+    described = cli("config", "show", "--preset", "ci-fast", "--describe").stdout
+    assert f"    # {key_help('actor_rollout_ref.rollout.n').meaning}\n    n: 4\n" in described
+    assert config_from_yaml(described) == load_config("ci-fast")  # the comments keep it a valid config file
+    assert key_help("verl_overrides.actor_rollout_ref.actor.use_dynamic_bsz").meaning.startswith("verl keys")
+    assert key_help("data.no_such_key") is None and key_help("data.train_batch_size.deeper") is None
+    assert key_help("data.train_batch_size").kind == "type int, > 0"
 
 
 @pytest.mark.skipif(verl_key_tree() is None, reason="verl not installed")

@@ -5,15 +5,18 @@ The verl parity tests skip cleanly when verl is not installed.
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
 import pytest
 import torch
 
+from core.errors import UserError
 from core.training import core_algos as ours
+from core.training.config import KL_TYPES, LOSS_AGG_MODES, load_config
 
-AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+KL_CHOICES = KL_TYPES + tuple(f"{kind}+" for kind in KL_TYPES)
 
 
 def _random_batch(seed: int, batch: int = 12, length: int = 9):
@@ -88,7 +91,7 @@ def test_agg_loss_modes_by_hand():
 
 def test_micro_batches_normalised_by_the_mini_batch_add_up_to_the_whole():
     _, _, loss, mask = _random_batch(3)
-    for mode in AGG_MODES:
+    for mode in LOSS_AGG_MODES:
         whole = ours.agg_loss(loss, mask, mode)
         kwargs = {"batch_num_tokens": mask.sum(), "global_batch_size": (mask.sum(-1) > 0).sum(), "loss_scale_factor": mask.shape[-1]}
         parts = sum(ours.agg_loss(loss[i : i + 4], mask[i : i + 4], mode, **kwargs) for i in range(0, 12, 4))
@@ -97,12 +100,54 @@ def test_micro_batches_normalised_by_the_mini_batch_add_up_to_the_whole():
 
 def test_kl_estimators_are_zero_at_equal_policies_and_k3_is_non_negative():
     logp = -torch.rand(4, 5) * 3
-    for kind in ("kl", "abs", "mse", "low_var_kl"):
+    for kind in KL_CHOICES:
         assert torch.all(ours.kl_penalty(logp, logp, kind) == 0), kind
     ref = logp + torch.randn(4, 5)
     assert torch.all(ours.kl_penalty(logp, ref, "low_var_kl") >= 0)
     with pytest.raises(ValueError, match="unknown KL type"):
         ours.kl_penalty(logp, ref, "reverse")
+
+
+def test_the_config_admits_exactly_the_kl_estimators_and_loss_modes_the_maths_computes():
+    logp, ref = -torch.rand(2, 3), -torch.rand(2, 3)
+    for kind in KL_CHOICES:
+        cfg = load_config(overrides=[f"actor_rollout_ref.actor.kl_loss_type={kind}", f"algorithm.kl_penalty={kind}"])
+        assert ours.kl_penalty(logp, ref, cfg.actor_rollout_ref.actor.kl_loss_type).shape == (2, 3)
+    for mode in LOSS_AGG_MODES:
+        cfg = load_config(overrides=[f"actor_rollout_ref.actor.loss_agg_mode={mode}"])
+        assert ours.agg_loss(logp, torch.ones(2, 3), cfg.actor_rollout_ref.actor.loss_agg_mode).shape == ()
+    for refused in ("full", "k4", "k3++"):  # verl lists "full" but raises NotImplementedError on it
+        with pytest.raises(UserError, match=f"algorithm.kl_penalty: '{re.escape(refused)}': unknown KL estimator"):
+            load_config(overrides=[f"algorithm.kl_penalty={refused}"])
+
+
+def test_straight_through_kl_has_the_estimators_value_and_k2s_gradient():
+    logp = (-torch.rand(3, 4) * 3).requires_grad_()
+    ref = logp.detach() + torch.randn(3, 4)
+    value = ours.kl_penalty(logp, ref, "k3+")
+    assert torch.allclose(value, ours.kl_penalty(logp, ref, "k3"))
+    (grad,) = torch.autograd.grad(value.sum(), logp)
+    assert torch.allclose(grad, logp.detach() - ref)  # d/dlogp of (logp - ref)^2 / 2
+
+
+def test_adaptive_kl_controller_moves_towards_the_target_and_fixed_stays():
+    cfg = load_config(overrides=["algorithm.kl_ctrl.type=adaptive", "algorithm.kl_ctrl.kl_coef=0.1",
+                                 "algorithm.kl_ctrl.target_kl=0.5", "algorithm.kl_ctrl.horizon=100"])
+    ctrl = ours.get_kl_controller(cfg.algorithm.kl_ctrl)
+    ctrl.update(current_kl=5.0, n_steps=10)  # far above target: the error is clipped to +20%
+    assert ctrl.value == pytest.approx(0.1 * (1 + 0.2 * 10 / 100))
+    ctrl.update(current_kl=0.25, n_steps=10)  # half the target: -20% again, scaled by 10/100
+    assert ctrl.value == pytest.approx(0.1 * 1.02 * 0.98)
+    fixed = ours.get_kl_controller(load_config().algorithm.kl_ctrl)
+    fixed.update(current_kl=5.0, n_steps=10)
+    assert fixed.value == 0.001
+
+
+def test_lr_schedule_warms_up_then_holds_or_decays():
+    constant, cosine = ours.lr_schedule("constant", 4, 20), ours.lr_schedule("cosine", 4, 20)
+    assert [constant(s) for s in range(5)] == [0.25, 0.5, 0.75, 1.0, 1.0]
+    assert cosine(3) == 1.0 and cosine(4) == 1.0 and cosine(12) == pytest.approx(0.5) and cosine(20) == pytest.approx(0.0)
+    assert cosine(25) == pytest.approx(0.0)  # past the end it stays at 0 rather than rising again
 
 
 def test_kl_in_reward_lowers_the_reward_of_drifting_tokens():
@@ -141,7 +186,7 @@ def test_grpo_advantage_equals_verl(verl_algos, seed, norm_by_std):
     assert torch.allclose(mine, theirs, atol=1e-5)
 
 
-@pytest.mark.parametrize("mode", AGG_MODES)
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_policy_loss_equals_verl_in_every_agg_mode(verl_algos, mode, seed):
     core_algos, _ = verl_algos
@@ -157,19 +202,46 @@ def test_policy_loss_equals_verl_in_every_agg_mode(verl_algos, mode, seed):
     assert torch.allclose(m["pg_clipfrac_lower"], t_lower)
 
 
-@pytest.mark.parametrize("mode", AGG_MODES)
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
 def test_agg_loss_equals_verl(verl_algos, mode):
     core_algos, _ = verl_algos
     _, _, loss, mask = _random_batch(5)
     assert torch.allclose(ours.agg_loss(loss, mask, mode), core_algos.agg_loss(loss, mask, mode), atol=1e-6)
 
 
-@pytest.mark.parametrize("kind", ["kl", "abs", "mse", "low_var_kl"])
-def test_kl_penalty_equals_verl(verl_algos, kind):
+@pytest.mark.parametrize("kind", KL_CHOICES)
+def test_kl_penalty_equals_verl_in_value_and_gradient(verl_algos, kind):
     core_algos, _ = verl_algos
     old, new, _, _ = _random_batch(7)
     new = new * 4  # large gaps exercise the clamps of low_var_kl
-    assert torch.allclose(ours.kl_penalty(new, old, kind), core_algos.kl_penalty(new, old, kind), atol=1e-6)
+    mine_in, theirs_in = new.clone().requires_grad_(), new.clone().requires_grad_()
+    mine, theirs = ours.kl_penalty(mine_in, old, kind), core_algos.kl_penalty(theirs_in, old, kind)
+    assert torch.allclose(mine, theirs, atol=1e-6)
+    mine.sum().backward()
+    theirs.sum().backward()
+    assert torch.allclose(mine_in.grad, theirs_in.grad, atol=1e-6)
+
+
+def test_kl_controllers_equal_verl(verl_algos):
+    core_algos, _ = verl_algos
+    for kind in ("fixed", "adaptive"):
+        kl_ctrl = load_config(overrides=[f"algorithm.kl_ctrl.type={kind}", "algorithm.kl_ctrl.horizon=50"]).algorithm.kl_ctrl
+        mine, theirs = ours.get_kl_controller(kl_ctrl), core_algos.get_kl_controller(kl_ctrl)
+        for current_kl, n_steps in ((0.5, 8), (0.01, 8), (0.12, 16), (3.0, 4)):
+            mine.update(current_kl, n_steps)
+            theirs.update(current_kl, n_steps)
+            assert mine.value == pytest.approx(theirs.value, rel=1e-12), kind
+
+
+@pytest.mark.parametrize("kind", ["constant", "cosine"])
+def test_lr_schedule_equals_verl_after_warm_up(verl_algos, kind):
+    _, functional = verl_algos
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    make = functional.get_cosine_schedule_with_warmup if kind == "cosine" else functional.get_constant_schedule_with_warmup
+    args = (optimizer, 3, 17) if kind == "cosine" else (optimizer, 3)
+    theirs = make(*args).lr_lambdas[0]
+    mine = ours.lr_schedule(kind, 3, 17)
+    assert [mine(s) for s in range(3, 18)] == pytest.approx([theirs(s) for s in range(3, 18)])
 
 
 def test_entropy_and_masked_mean_equal_verl(verl_algos):

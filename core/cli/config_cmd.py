@@ -36,14 +36,19 @@ def show(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config file over the preset."),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     flat: bool = typer.Option(False, "--flat", help="One 'dotted.key: value' line per setting."),
+    describe: bool = typer.Option(False, "--describe", help="Each key's meaning as a comment (still valid YAML)."),
 ) -> None:
     """Print the resolved config as YAML."""
+    from core.training.config import key_help
+
     cfg = _load(preset, config, overrides)
     if flat:
         for key, value in cfg.flat().items():
-            print(f"{key}: {value!r}" if isinstance(value, str) else f"{key}: {value}")
+            line = f"{key}: {value!r}" if isinstance(value, str) else f"{key}: {value}"
+            help_ = key_help(key) if describe else None
+            print(f"{line}  # {help_.meaning}" if help_ and help_.meaning else line)
     else:
-        sys.stdout.write(cfg.to_yaml())
+        sys.stdout.write(cfg.to_yaml(describe=describe))
 
 
 @config_app.command("validate")

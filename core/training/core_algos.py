@@ -6,13 +6,13 @@ each function equal to verl's on random tensors where verl is installed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
-KL_TYPES = ("kl", "abs", "mse", "low_var_kl", "k1", "k2", "k3")
+from core.training.config.schema import KL_TYPES, LOSS_AGG_MODES
 
 
 def masked_sum(values: torch.Tensor, mask: torch.Tensor, axis: int | None = None) -> torch.Tensor:
@@ -151,19 +151,26 @@ def kl_penalty(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, kl_type: str)
     """Per-token KL estimate between the policy and the reference (Schulman's k1/k2/k3 estimators).
 
     kl (k1): logp - ref; abs: |logp - ref|; mse (k2): (logp - ref)^2 / 2; low_var_kl (k3):
-    exp(ref - logp) - (ref - logp) - 1, clamped to [-10, 10] for stability.
+    exp(ref - logp) - (ref - logp) - 1, clamped to [-10, 10] for stability. A `+` suffix (e.g. k3+) is the
+    straight-through variant: the estimator's value with k2's gradient, the one whose expectation is KL's gradient.
     """
+    base = kl_type.removesuffix("+")
     diff = log_prob - ref_log_prob
-    if kl_type in ("kl", "k1"):
-        return diff
-    if kl_type == "abs":
-        return diff.abs()
-    if kl_type in ("mse", "k2"):
-        return 0.5 * diff.square()
-    if kl_type in ("low_var_kl", "k3"):
+    if base in ("kl", "k1"):
+        value = diff
+    elif base == "abs":
+        value = diff.abs()
+    elif base in ("mse", "k2"):
+        value = 0.5 * diff.square()
+    elif base in ("low_var_kl", "k3"):
         kl = torch.clamp(-diff, min=-20, max=20)
-        return torch.clamp(torch.exp(kl) - kl - 1, min=-10, max=10)
-    raise ValueError(f"unknown KL type {kl_type!r}; one of {', '.join(KL_TYPES)}")
+        value = torch.clamp(torch.exp(kl) - kl - 1, min=-10, max=10)
+    else:
+        raise ValueError(f"unknown KL type {kl_type!r}; one of {', '.join(KL_TYPES)}, each optionally with a '+' suffix")
+    if base == kl_type or base in ("mse", "k2"):
+        return value
+    k2 = 0.5 * diff.square()
+    return k2 - k2.detach() + value.detach()
 
 
 def apply_kl_penalty(
@@ -178,3 +185,52 @@ def apply_kl_penalty(
     kld = kl_penalty(old_log_prob, ref_log_prob, kl_type) * response_mask
     current_kl = masked_mean(kld, response_mask, axis=-1).mean()
     return token_level_scores - kl_coef * kld, current_kl
+
+
+class FixedKLController:
+    """verl's fixed in-reward KL coefficient: `value` never moves."""
+
+    def __init__(self, kl_coef: float) -> None:
+        self.value = kl_coef
+
+    def update(self, current_kl: float, n_steps: int) -> None:
+        """A fixed coefficient ignores the measured KL."""
+
+
+class AdaptiveKLController(FixedKLController):
+    """verl's adaptive coefficient (Ziegler et al., arXiv:1909.08593): moves `value` towards `target_kl`, the
+    proportional error clipped to +-20%, scaled by the sequences seen over the horizon."""
+
+    def __init__(self, init_kl_coef: float, target_kl: float, horizon: int) -> None:
+        super().__init__(init_kl_coef)
+        self.target, self.horizon = target_kl, horizon
+
+    def update(self, current_kl: float, n_steps: int) -> None:
+        error = max(-0.2, min(0.2, current_kl / self.target - 1))
+        self.value *= 1 + error * n_steps / self.horizon
+
+
+def get_kl_controller(kl_ctrl) -> FixedKLController:
+    """The controller `algorithm.kl_ctrl` asks for (type fixed or adaptive)."""
+    if kl_ctrl.type == "adaptive":
+        return AdaptiveKLController(kl_ctrl.kl_coef, kl_ctrl.target_kl, kl_ctrl.horizon)
+    return FixedKLController(kl_ctrl.kl_coef)
+
+
+def lr_schedule(kind: str, warmup_steps: int, total_steps: int) -> Callable[[int], float]:
+    """The learning-rate factor per optimizer step, for LambdaLR: linear warm-up over `warmup_steps` reaching 1 at
+    its last step, then constant or a cosine decay to 0 at `total_steps`.
+
+    After warm-up this equals verl's `get_constant_schedule_with_warmup` / `get_cosine_schedule_with_warmup`;
+    during warm-up it is one step ahead of verl's zero-indexed default (1 / warmup_steps at step 0, not 0).
+    """
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        if kind == "cosine":
+            progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+        return 1.0
+
+    return factor

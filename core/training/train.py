@@ -35,6 +35,11 @@ TEST_MODE_OVERRIDES = (
 )
 
 
+def mode_for_preset(preset: str) -> str:
+    """The mode that trains with `preset` (the cockpit launches a preset as this `--mode`); `train` if none does."""
+    return next((mode for mode, name in MODE_PRESETS.items() if name == preset), "train")
+
+
 def config_for_mode(
     mode: str,
     *,

@@ -1,7 +1,7 @@
 """The Config screen: pick a preset, edit any key of the typed config with inline validation, and launch.
 
-Keys, types and defaults come from `core.training.config.TrainingConfig`; each key shows its meaning,
-tuning advice, the diff against the preset, the doctor's memory estimate, and saves to YAML.
+Keys, types, defaults and each key's meaning and tuning advice come from `core.training.config` (the model's
+field descriptions); the screen adds the diff against the preset, the doctor's memory estimate, and saves to YAML.
 """
 
 from __future__ import annotations
@@ -19,63 +19,6 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Select, Static
 
-# Meaning and tuning advice per key, from the original design's section 4.3 tables (4.4 for the flow).
-NOTES: dict[str, tuple[str, str]] = {
-    "algorithm.adv_estimator": ("Advantage estimator: GRPO (group-relative) or PPO (critic).",
-                                "GRPO is usually more stable for long answers; try ppo or KL in the reward if unstable."),
-    "algorithm.use_kl_in_reward": ("Subtract a KL penalty to the reference model from the reward.",
-                                   "false lets the agent explore; turn on if the policy drifts or hacks the reward."),
-    "data.train_batch_size": ("Prompts per training step.",
-                              "Bigger is faster but needs more memory; on OOM halve it (16 -> 8); if slow, 16 -> 32."),
-    "data.max_prompt_length": ("Longest prompt in tokens (system prompt + task).",
-                               "Fit it to the system prompt plus the longest task."),
-    "data.max_response_length": ("Longest generated answer in tokens.",
-                                 "DevOps answers are long; raise it if response_length/clip_ratio is above 0."),
-    "data.truncation": ("What to do with a prompt that is too long.", "'error' makes sure nothing is cut silently."),
-    "actor_rollout_ref.rollout.n": ("Answers sampled per prompt (the GRPO group size).",
-                                    "More is more diverse but costs more; 4 is the balance; lower to 2 if slow."),
-    "actor_rollout_ref.rollout.gpu_memory_utilization": ("Share of GPU memory vLLM may take for the rollout.",
-                                                         "0.6-0.8 is safe; lower to 0.4-0.5 on OOM."),
-    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": ("Micro-batch for log-prob passes per GPU.",
-                                                                    "Affects inference speed; lower on OOM."),
-    "actor_rollout_ref.rollout.temperature": ("Sampling temperature of the rollout.",
-                                              "A higher temperature keeps exploring (a remedy for collapse)."),
-    "actor_rollout_ref.actor.ppo_mini_batch_size": ("Prompts per optimizer update (split of the batch).",
-                                                    "Usually equal to train_batch_size; must not exceed it."),
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": ("Sequences per forward/backward pass per GPU.",
-                                                             "Speed vs memory: raise (4 -> 8) if slow, lower on OOM."),
-    "actor_rollout_ref.actor.optim.lr": ("Learning rate of the policy.",
-                                         "Key knob: start at 1e-6; 2e-6 if slow to learn, 5e-7 if unstable."),
-    "actor_rollout_ref.actor.clip_ratio_low": ("PPO clip range below 1 (how far a ratio may fall).",
-                                               "0.2/0.3 is conservative; 0.1/0.4 allows bigger updates."),
-    "actor_rollout_ref.actor.clip_ratio_high": ("PPO clip range above 1 (clip-higher).",
-                                                "0.28 or more keeps low-probability tokens learnable."),
-    "actor_rollout_ref.actor.entropy_coeff": ("Weight of the entropy bonus.",
-                                              "0 = no exploration bonus; 0.01-0.1 if answers become all alike."),
-    "actor_rollout_ref.actor.use_kl_loss": ("Add KL to the reference model as a loss term.",
-                                            "Keeps the policy close to the reference; helps against reward hacking."),
-    "actor_rollout_ref.actor.kl_loss_coef": ("Weight of the KL loss.", "Raise if the policy drifts or hacks the reward."),
-    "actor_rollout_ref.model.path": ("The model: a Hugging Face id, a local folder, or builtin:tiny.",
-                                     "builtin:tiny trains on a CPU in minutes; 7B is the design's balance on GPUs."),
-    "actor_rollout_ref.model.enable_gradient_checkpointing": ("Recompute activations in the backward pass.",
-                                                              "Saves memory at the cost of time; keep on when short."),
-    "actor_rollout_ref.model.use_remove_padding": ("Pack sequences without padding.", "Faster training; keep on."),
-    "trainer.total_epochs": ("Passes over the training tasks.", "Fit to the data set size."),
-    "trainer.save_freq": ("Checkpoint every N steps.", "Keep below the total steps so an interruption loses little."),
-    "trainer.test_freq": ("Validate every N steps.", "More often (e.g. 5) spots problems early."),
-    "trainer.val_before_train": ("Validate once before the first update.", "Records the baseline."),
-}
-
-
-def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested mappings -> dotted leaf keys (an empty mapping is a leaf, so it stays editable)."""
-    if isinstance(data, dict) and data:
-        out: dict[str, Any] = {}
-        for key, value in data.items():
-            out.update(flatten(value, f"{prefix}{key}."))
-        return out
-    return {prefix.rstrip("."): data}
-
 
 def format_config_value(value: Any) -> str:
     """A value as one would type it after `--set key=`."""
@@ -86,29 +29,6 @@ def format_config_value(value: Any) -> str:
     if isinstance(value, (list, dict)):
         return json.dumps(value)
     return str(value)
-
-
-def field_description(model_cls: Any, dotted: str) -> str:
-    """What the model says about a dotted key: its description, else its type and bounds."""
-    current = model_cls
-    info = None
-    for part in dotted.split("."):
-        fields = getattr(current, "model_fields", None)
-        if not fields or part not in fields:
-            return ""
-        info = fields[part]
-        current = info.annotation
-    if info is None:
-        return ""
-    if info.description:
-        return info.description
-    kind = getattr(info.annotation, "__name__", None) or str(info.annotation).replace("typing.", "")
-    bounds = []
-    for item in info.metadata:
-        for attr, sign in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")):
-            if getattr(item, attr, None) is not None:
-                bounds.append(f"{sign} {getattr(item, attr)}")
-    return f"type {kind}" + (f", {', '.join(bounds)}" if bounds else "")
 
 
 def doctor_text(cfg: Any) -> str:
@@ -182,8 +102,7 @@ class ConfigScreen(Screen):
         from core.errors import UserError
         from core.training.config import load_config, validate
 
-        base = load_config(self.preset)
-        self.preset_values = flatten(base.model_dump(mode="json"))
+        self.preset_values = load_config(self.preset).flat()
         try:
             cfg = load_config(self.preset, None, [f"{k}={v}" for k, v in self.overrides.items()])
         except UserError as exc:
@@ -194,7 +113,7 @@ class ConfigScreen(Screen):
         else:
             self.error = None
         self.cfg = cfg
-        self.values = flatten(cfg.model_dump(mode="json"))
+        self.values = cfg.flat()
         self.problems = list(validate(cfg))
         self._fill_table()
         self._show_status()
@@ -255,14 +174,13 @@ class ConfigScreen(Screen):
         self.app.call_from_thread(self.query_one("#config-doctor", Static).update, text)
 
     def _show_key(self, key: str) -> None:
-        from core.training.config import TrainingConfig
+        from core.training.config import key_help
 
         self.query_one("#config-key", Static).update(key)
         self.query_one("#config-value", Input).value = format_config_value(self.values.get(key))
-        meaning, advice = NOTES.get(key, ("", ""))
-        text = "\n".join(t for t in (meaning, field_description(TrainingConfig, key),
-                                     f"tuning: {advice}" if advice else "") if t)
-        self.query_one("#config-help", Static).update(text or "(no notes for this key)")
+        help_ = key_help(key)
+        parts = (help_.meaning, help_.kind, f"tuning: {help_.tune}" if help_.tune else "") if help_ else ()
+        self.query_one("#config-help", Static).update("\n".join(p for p in parts if p) or "(no notes for this key)")
 
     def selected_key(self) -> str | None:
         table = self.query_one("#config-table", DataTable)
@@ -321,12 +239,13 @@ class ConfigScreen(Screen):
         self.notify(f"saved {path} (devops-rl train --config {path.name})")
 
     def action_launch(self) -> None:
-        from devops_tui.launcher import MODE_FOR_PRESET, launch, new_run_id
+        from core.training.train import mode_for_preset
+        from devops_tui.launcher import launch, new_run_id
 
         if self.cfg is None or self.error or self.problems:
             self.notify("fix the config problems first", severity="error")
             return
-        mode = MODE_FOR_PRESET.get(self.preset, "train")
+        mode = mode_for_preset(self.preset)
         run_id = new_run_id(mode, time.time())
         config_file = self.save(self.app.runs_root / ".cockpit" / f"{run_id}.config.yaml")
         run = launch(mode, self.app.runs_root, config_file=config_file, run_id=run_id)
