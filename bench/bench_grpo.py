@@ -27,8 +27,8 @@ def _peak_rss_mb() -> float:
 
 
 def _records():
-    from tasks.prompt import system_prompt
     from tasks import load_tasks, split_tasks, to_record
+    from tasks.prompt import system_prompt
 
     train, _ = split_tasks(load_tasks(), 0.2, 0)
     return [to_record(t, system_prompt()) for t in train[:PROMPTS]]

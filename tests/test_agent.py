@@ -104,8 +104,8 @@ def _agent(server, **kwargs):
 
 
 def test_answer_sends_prompt_and_defaults_and_scores_the_reply(scripted, no_keys):
-    from tasks.prompt import system_prompt
     from core.rewards import score
+    from tasks.prompt import system_prompt
 
     server = scripted()
     task = _task()

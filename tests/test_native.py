@@ -6,7 +6,6 @@ Each run is a real `devops-rl train` subprocess (or `run_training` in-process wh
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -84,7 +83,7 @@ def test_mode_test_runs_one_step_and_writes_the_whole_run_folder(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     ckpt = run_dir / "checkpoints" / "global_step_1"
-    assert {"model.safetensors", "optimizer.pt", "scheduler.pt", "rng.pt", "trainer_state.json"} <= {p.name for p in ckpt.iterdir()}
+    assert {"model.safetensors", "optimizer.pt", "scheduler.pt", "rng.json", "trainer_state.json"} <= {p.name for p in ckpt.iterdir()}
     AutoModelForCausalLM.from_pretrained(ckpt)
     AutoTokenizer.from_pretrained(ckpt)
 
@@ -138,7 +137,7 @@ def test_sigint_saves_a_checkpoint_marks_the_run_stopped_and_exits_130(tmp_path)
 
 
 def test_diverging_weights_stop_the_run_as_failed_and_keep_the_last_good_checkpoint(tmp_path, monkeypatch):
-    from core.training.native import TrainingFailed
+    from core.training.actor import TrainingFailed
     from core.training.rundir import RunDirectory
     from core.training.train import config_for_mode, run_training
 

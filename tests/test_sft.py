@@ -34,8 +34,8 @@ def _train_tasks(count: int):
 
 
 def test_labels_cover_exactly_the_answer_and_its_end_token(tiny):
-    from tasks.prompt import system_prompt
     from core.training.sft import IGNORE_INDEX, build_examples
+    from tasks.prompt import system_prompt
 
     _, tok = tiny
     task = _train_tasks(1)[0]

@@ -61,6 +61,33 @@ def test_mode_presets_and_explicit_options_win_over_the_config(tmp_path):
     assert validate(test) == []
 
 
+def test_each_preset_launches_as_the_mode_that_trains_with_it():
+    from core.training.config import PRESETS
+    from core.training.train import MODE_PRESETS, mode_for_preset
+
+    assert {preset: mode_for_preset(preset) for preset in PRESETS} == {
+        "default": "train", "ci-fast": "ci-fast", "single-gpu": "single-gpu"}
+    assert all(MODE_PRESETS[mode_for_preset(preset)] == preset for preset in PRESETS)
+
+
+def test_device_choice_names_the_setting_and_the_fix():
+    import torch
+
+    from core.errors import UserError
+    from core.training.device import select_device
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert select_device("auto") == torch.device("cpu") and select_device("cpu") == torch.device("cpu")
+    with pytest.raises(UserError, match=r"^devops\.device: cuda: no CUDA GPU visible to torch here; "
+                                        r"use --set devops\.device=cpu \(or auto\)$"):
+        select_device("cuda")
+    with pytest.raises(UserError, match=r"^--device cuda:1: no CUDA GPU visible to torch here; use --device cpu"):
+        select_device("cuda:1", option="--device")
+    with pytest.raises(UserError, match=r"^--device tpu: unknown device; one of auto, cpu, cuda$"):
+        select_device("tpu", option="--device")
+
+
 def test_auto_backend_is_torch_without_a_gpu_and_says_why():
     import torch
 
@@ -76,7 +103,7 @@ def test_auto_backend_is_torch_without_a_gpu_and_says_why():
 def test_n_runners_scores_in_worker_processes_with_the_same_results():
     import psutil
 
-    from core.training.native import RewardScorer
+    from core.rewards.pool import RewardScorer
     from tasks import load_tasks
 
     tasks = [t.to_dict() for t in load_tasks()[:6]]
@@ -94,7 +121,7 @@ def test_n_runners_scores_in_worker_processes_with_the_same_results():
 
 def test_reward_weights_of_the_config_reach_the_reward():
     from core.rewards import score
-    from core.training.native import RewardScorer
+    from core.rewards.pool import RewardScorer
     from tasks import load_tasks
 
     task = load_tasks()[0].to_dict()

@@ -141,11 +141,11 @@ def test_parquet_export_loads_with_verls_own_dataset_and_the_tiny_tokenizer(tmp_
     from transformers import AutoTokenizer
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from tasks.prompt import system_prompt
     from core.training.config import load_config
     from core.training.tiny_model import ensure_tiny_model
     from core.training.verl_backend.data import export_parquet
     from tasks import load_tasks, split_tasks
+    from tasks.prompt import system_prompt
 
     cfg = load_config("ci-fast")
     paths = export_parquet(cfg, tmp_path / "data")

@@ -90,14 +90,12 @@ class LocalModel:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from core.training.device import select_device
         from core.training.tiny_model import quiet_progress_bars
 
         self.served = served
         self.name = served.name
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        elif device.startswith("cuda") and not torch.cuda.is_available():
-            raise UserError(f"--device {device}: no CUDA GPU visible to torch here; use --device cpu (or auto)")
+        device = str(select_device(device, option="--device"))
         self.device = device
         try:
             with quiet_progress_bars():

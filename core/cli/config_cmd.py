@@ -59,9 +59,7 @@ def validate_cmd(
     gpus: Optional[int] = typer.Option(None, "--gpus", min=0, help="GPUs available (default: what the config asks for)."),
 ) -> None:
     """Check a config the way verl would: one line per problem, exit 2 if there is any."""
-    from core.training.config import validate
-
-    from core.training.config import yaml_key_lines
+    from core.training.config import validate, yaml_key_lines
 
     cfg = _load(preset, config, overrides)
     where = str(config) if config is not None else f"preset {preset}"

@@ -15,21 +15,30 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from core.errors import UserError
+
 log = logging.getLogger(__name__)
 
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 STATE_FILE = "trainer_state.json"  # written last: its presence marks a complete checkpoint
+RNG_FILE = "rng.json"  # plain data, so loading a checkpoint never unpickles anything but tensors
 LATEST_FILE = "latest_checkpointed_iteration.txt"  # verl's name, for tools that read it
 
 
 def rng_state() -> dict[str, Any]:
-    """Every random generator a run draws from: Python, NumPy, torch CPU and CUDA."""
+    """Every random generator a run draws from (Python, NumPy, torch CPU and CUDA) as plain JSON data."""
     import numpy as np
     import torch
 
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    version, words, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state = {
+        "python": {"version": version, "state": list(words), "gauss": gauss},
+        "numpy": {"kind": kind, "keys": keys.tolist(), "pos": int(pos), "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "torch": torch.get_rng_state().tolist(),
+    }
     if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+        state["cuda"] = [s.tolist() for s in torch.cuda.get_rng_state_all()]
     return state
 
 
@@ -38,11 +47,12 @@ def set_rng_state(state: dict[str, Any]) -> None:
     import numpy as np
     import torch
 
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
+    py, npy = state["python"], state["numpy"]
+    random.setstate((py["version"], tuple(py["state"]), py["gauss"]))
+    np.random.set_state((npy["kind"], np.array(npy["keys"], dtype=np.uint32), npy["pos"], npy["has_gauss"], npy["cached_gaussian"]))
+    torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])
 
 
 def step_folders(root: Path) -> list[tuple[int, Path]]:
@@ -84,7 +94,7 @@ def save_checkpoint(
         tokenizer.save_pretrained(tmp)
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-        torch.save(rng_state(), tmp / "rng.pt")
+        (tmp / RNG_FILE).write_text(json.dumps(rng_state()), encoding="utf-8")
         (tmp / STATE_FILE).write_text(json.dumps({**trainer_state, "global_step": step}, indent=2) + "\n", encoding="utf-8")
         shutil.rmtree(target, ignore_errors=True)  # an incomplete leftover from a crash
         os.rename(tmp, target)
@@ -99,10 +109,23 @@ def save_checkpoint(
 
 def load_checkpoint(folder: Path, *, optimizer, scheduler) -> dict[str, Any]:
     """Restore optimizer, scheduler and RNG from `folder` (the model loads from the folder itself);
-    returns the trainer state (step, data position...)."""
+    returns the trainer state (step, data position...).
+
+    Only tensors and plain data are unpickled (`weights_only=True`), so a tampered checkpoint cannot run code;
+    a checkpoint from before that (its RNG state pickled in rng.pt) is refused with one line.
+    """
+    import pickle
+
     import torch
 
-    optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=False))
-    scheduler.load_state_dict(torch.load(folder / "scheduler.pt", weights_only=False))
-    set_rng_state(torch.load(folder / "rng.pt", weights_only=False))
+    if not (folder / RNG_FILE).is_file():
+        raise UserError(f"{folder}: this checkpoint was written by an older devops-rl (RNG state in rng.pt, which cannot "
+                        "be loaded safely); start a new run, or resume from a checkpoint written by this version")
+    try:
+        optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
+        scheduler.load_state_dict(torch.load(folder / "scheduler.pt", weights_only=True))
+    except pickle.UnpicklingError as exc:
+        raise UserError(f"{folder}: the optimizer or scheduler state holds more than tensors and plain data, so it is "
+                        f"not loaded ({str(exc).splitlines()[0]}); resume from another checkpoint") from None
+    set_rng_state(json.loads((folder / RNG_FILE).read_text(encoding="utf-8")))
     return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))

@@ -7,199 +7,21 @@ policy with verl's clipped loss (`core_algos`), writing metrics, samples, events
 from __future__ import annotations
 
 import logging
-import math
 import random
-import resource
-import signal
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from core.errors import UserError
+from core.training.actor import TrainingFailed
+from core.training.batch import Batch, PromptStream, concat_batches
+from core.training.signals import StopRequest
 
 log = logging.getLogger(__name__)
 
 
-class TrainingFailed(UserError):
-    """The run stopped itself (NaN/inf loss or gradients); status failed, the last good checkpoint kept."""
-
-    exit_code = 1
-
-
-class StopRequest:
-    """SIGINT/SIGTERM set a flag the loop checks between phases; a second signal aborts at once."""
-
-    def __init__(self) -> None:
-        self.signal_name: str | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __bool__(self) -> bool:
-        return self.signal_name is not None
-
-    def _handle(self, signum, frame) -> None:
-        if self.signal_name is not None:
-            raise KeyboardInterrupt
-        self.signal_name = signal.Signals(signum).name
-        log.warning("%s received: stopping after saving a checkpoint (press Ctrl-C again to abort now)", self.signal_name)
-
-    def __enter__(self) -> StopRequest:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-
 class _Stopped(Exception):
     """Raised inside the loop when a stop was requested; the current step is abandoned."""
-
-
-@dataclass
-class Batch:
-    """One step's rollouts: left-padded prompts followed by right-padded responses."""
-
-    input_ids: Any  # (B, P + R)
-    attention_mask: Any
-    position_ids: Any
-    response_mask: Any  # (B, R) float
-    records: list[dict]
-    uids: list[str]
-    texts: list[str]
-    prompt_lengths: list[int]
-    scores: Any = None  # (B,)
-    breakdowns: list[dict] = field(default_factory=list)
-
-    @property
-    def response_length(self) -> int:
-        return self.response_mask.shape[1]
-
-    def select(self, rows: list[int]) -> Batch:
-        import torch
-
-        idx = torch.tensor(rows, dtype=torch.long)
-        return Batch(
-            input_ids=self.input_ids[idx],
-            attention_mask=self.attention_mask[idx],
-            position_ids=self.position_ids[idx],
-            response_mask=self.response_mask[idx],
-            records=[self.records[i] for i in rows],
-            uids=[self.uids[i] for i in rows],
-            texts=[self.texts[i] for i in rows],
-            prompt_lengths=[self.prompt_lengths[i] for i in rows],
-            scores=self.scores[idx] if self.scores is not None else None,
-            breakdowns=[self.breakdowns[i] for i in rows] if self.breakdowns else [],
-        )
-
-
-def concat_batches(parts: list[Batch], pad_id: int) -> Batch:
-    """Join rollouts of several generation rounds (dynamic sampling), re-padding to a common width."""
-    import torch
-
-    if len(parts) == 1:
-        return parts[0]
-    prompt_w = max(p.input_ids.shape[1] - p.response_length for p in parts)
-    resp_w = max(p.response_length for p in parts)
-
-    def pad(t, left: int, right: int, value):
-        return torch.nn.functional.pad(t, (left, right), value=value)
-
-    cols = {"input_ids": [], "attention_mask": [], "response_mask": []}
-    for p in parts:
-        left = prompt_w - (p.input_ids.shape[1] - p.response_length)
-        right = resp_w - p.response_length
-        cols["input_ids"].append(pad(p.input_ids, left, right, pad_id))
-        cols["attention_mask"].append(pad(p.attention_mask, left, right, 0))
-        cols["response_mask"].append(pad(p.response_mask, 0, right, 0.0))
-    attention = torch.cat(cols["attention_mask"])
-    return Batch(
-        input_ids=torch.cat(cols["input_ids"]),
-        attention_mask=attention,
-        position_ids=(attention.cumsum(-1) - 1).clamp(min=0),
-        response_mask=torch.cat(cols["response_mask"]),
-        records=[r for p in parts for r in p.records],
-        uids=[u for p in parts for u in p.uids],
-        texts=[t for p in parts for t in p.texts],
-        prompt_lengths=[n for p in parts for n in p.prompt_lengths],
-        scores=torch.cat([p.scores for p in parts]),
-        breakdowns=[b for p in parts for b in p.breakdowns],
-    )
-
-
-class PromptStream:
-    """Training prompts in a seeded order per epoch; its position is saved in checkpoints."""
-
-    def __init__(self, records: list[dict], *, shuffle: bool, seed: int, epoch: int = 0, offset: int = 0) -> None:
-        if not records:
-            raise UserError("the training split is empty; add tasks to tasks/data or lower devops.val_fraction")
-        self.records, self.shuffle, self.seed = records, shuffle, seed
-        self.epoch, self.offset = epoch, offset
-        self._order = self._order_for(epoch)
-
-    def _order_for(self, epoch: int) -> list[int]:
-        order = list(range(len(self.records)))
-        if self.shuffle:
-            random.Random(f"{self.seed}:{epoch}").shuffle(order)
-        return order
-
-    def take(self, count: int) -> list[dict]:
-        out = []
-        while len(out) < count:
-            if self.offset >= len(self._order):
-                self.epoch, self.offset = self.epoch + 1, 0
-                self._order = self._order_for(self.epoch)
-            out.append(self.records[self._order[self.offset]])
-            self.offset += 1
-        return out
-
-    def state(self) -> dict:
-        return {"epoch": self.epoch, "offset": self.offset}
-
-
-class RewardScorer:
-    """Scores responses with `core.rewards.score`, in this process or in `n_runners` worker processes."""
-
-    def __init__(self, n_runners: int, reward_weights: dict[str, dict[str, float]] | None = None) -> None:
-        self.n_runners = max(1, int(n_runners))
-        self.reward_weights = reward_weights or {}
-        self._pool = None
-        if self.n_runners > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            # spawn: the workers must not inherit torch's threads; they import only the reward code.
-            self._pool = ProcessPoolExecutor(max_workers=self.n_runners, mp_context=multiprocessing.get_context("spawn"))
-            log.info("reward scoring in %d worker processes", self.n_runners)
-
-    def score(self, answers: list[str], tasks: list[dict]) -> list[dict]:
-        jobs = [(a, t, self.reward_weights.get(t.get("type", ""), {})) for a, t in zip(answers, tasks)]
-        if self._pool is None:
-            return [score_one(job) for job in jobs]
-        chunk = max(1, math.ceil(len(jobs) / (self.n_runners * 2)))
-        return list(self._pool.map(score_one, jobs, chunksize=chunk))
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
-            self._pool = None
-
-
-def score_one(job: tuple[str, dict, dict[str, float]]) -> dict:
-    """One reward breakdown as a dict; `devops.reward_weights` for the task's type override dimension weights."""
-    from core.rewards import score
-
-    answer, task, weights = job
-    return score(answer, task, weights=weights or None).to_dict()
-
-
-def _peak_rss_gb() -> float:
-    # ru_maxrss is KiB on Linux.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
 
 
 class NativeTrainer:
@@ -208,7 +30,7 @@ class NativeTrainer:
     def __init__(self, cfg, *, mode: str, run_dir, resume: bool = False, progress: Callable[[dict], None] | None = None):
         self.cfg, self.mode, self.run_dir, self.resume, self.progress = cfg, mode, run_dir, resume, progress
         self.stop = StopRequest()
-        self.actor = cfg.actor_rollout_ref.actor
+        self.actor_cfg = cfg.actor_rollout_ref.actor
         self.rollout = cfg.actor_rollout_ref.rollout
 
     # ---- setup ----------------------------------------------------------------------------------
@@ -239,7 +61,7 @@ class NativeTrainer:
         if self.cfg.actor_rollout_ref.model.enable_gradient_checkpointing:
             policy.gradient_checkpointing_enable()
         ref = None
-        if self.actor.use_kl_loss or self.cfg.algorithm.use_kl_in_reward:
+        if self.actor_cfg.use_kl_loss or self.cfg.algorithm.use_kl_in_reward:
             ref = AutoModelForCausalLM.from_pretrained(model_path, dtype=self.dtype).to(self.device)
             ref.eval().requires_grad_(False)
         return tokenizer, policy, ref
@@ -286,7 +108,7 @@ class NativeTrainer:
                 raise
             raise TrainingFailed(
                 f"the model's probabilities became NaN/inf at step {self.global_step} (the weights diverged); the last "
-                f"good checkpoint is kept. Lower actor_rollout_ref.actor.optim.lr (now {self.actor.optim.lr})"
+                f"good checkpoint is kept. Lower actor_rollout_ref.actor.optim.lr (now {self.actor_cfg.optim.lr})"
             ) from exc
         responses = out[:, width:]
         if responses.shape[1] == 0:
@@ -318,114 +140,11 @@ class NativeTrainer:
         batch.breakdowns = self.scorer.score(batch.texts, [r["task"] for r in batch.records])
         batch.scores = torch.tensor([b["final_reward"] for b in batch.breakdowns], dtype=torch.float32, device=self.device)
 
-    # ---- log-probs and the update -----------------------------------------------------------------
-
-    def log_probs(self, model, batch: Batch, rows=None, *, with_entropy: bool = False):
-        """Per-token log-probs (and entropy) of the responses under `model`, temperature-scaled like verl."""
-        from core.training.core_algos import entropy_from_logits, logprobs_from_logits
-
-        sel = slice(None) if rows is None else rows
-        input_ids = batch.input_ids[sel]
-        resp_len = batch.response_length
-        out = model(
-            input_ids=input_ids,
-            attention_mask=batch.attention_mask[sel],
-            position_ids=batch.position_ids[sel],
-            logits_to_keep=resp_len + 1,
-            use_cache=False,
-        )
-        logits = out.logits[:, :-1, :].float() / self.rollout.temperature
-        labels = input_ids[:, -resp_len:]
-        logp = logprobs_from_logits(logits, labels)
-        return logp, (entropy_from_logits(logits) if with_entropy else None)
-
-    def _no_grad_log_probs(self, model, batch: Batch):
-        import torch
-
-        micro = max(1, self.actor.ppo_micro_batch_size_per_gpu or len(batch.uids))
-        with torch.no_grad():
-            parts = [self.log_probs(model, batch, slice(i, i + micro))[0] for i in range(0, len(batch.uids), micro)]
-        return torch.cat(parts)
-
-    def update(self, batch: Batch, advantages, old_log_prob, ref_log_prob) -> dict[str, float]:
-        """PPO epochs over mini-batches (in prompts x n) of micro-batches with gradient accumulation."""
-        import torch
-
-        from core.training.core_algos import agg_loss, compute_policy_loss, kl_penalty
-
-        actor = self.actor
-        n_seqs = len(batch.uids)
-        n = self.rollout.n
-        mini = min(n_seqs, max(1, actor.ppo_mini_batch_size) * n)
-        micro = max(1, min(mini, actor.ppo_micro_batch_size_per_gpu or mini))
-        mode = actor.loss_agg_mode
-        updates: list[dict[str, float]] = []
-        self.policy.train()
-        gen = torch.Generator().manual_seed(self.seed * 100_003 + self.global_step)
-        for _ in range(max(1, actor.ppo_epochs)):
-            order = torch.randperm(n_seqs, generator=gen) if n_seqs > mini else torch.arange(n_seqs)
-            for start in range(0, n_seqs, mini):
-                rows = order[start : start + mini].to(self.device)
-                mask_all = batch.response_mask[rows]
-                # Normalise every micro-batch by the whole mini-batch, so the accumulated gradient and the
-                # summed losses equal those of one big batch.
-                norm = {
-                    "batch_num_tokens": mask_all.sum().clamp(min=1),
-                    "global_batch_size": (mask_all.sum(-1) > 0).sum().clamp(min=1),
-                    "loss_scale_factor": batch.response_length,
-                }
-                acc: dict[str, float] = {}
-                self.optimizer.zero_grad(set_to_none=True)
-                for m0 in range(0, len(rows), micro):
-                    idx = rows[m0 : m0 + micro]
-                    mask = batch.response_mask[idx]
-                    share = len(idx) / len(rows)
-                    logp, entropy = self.log_probs(self.policy, batch, idx, with_entropy=True)
-                    old = logp.detach() if old_log_prob is None else old_log_prob[idx]
-                    pg_loss, pg_metrics = compute_policy_loss(
-                        old, logp, advantages[idx], mask,
-                        clip_ratio_low=actor.clip_ratio_low, clip_ratio_high=actor.clip_ratio_high,
-                        clip_ratio_c=actor.clip_ratio_c, loss_agg_mode=mode, **norm,
-                    )
-                    entropy_loss = agg_loss(entropy.detach() if actor.entropy_coeff == 0 else entropy, mask, mode, **norm)
-                    loss = pg_loss - actor.entropy_coeff * entropy_loss
-                    parts = {"actor/pg_loss": pg_loss.item(), "actor/entropy": entropy_loss.item(), "actor/kl_loss": 0.0}
-                    if actor.use_kl_loss:
-                        kl_loss = agg_loss(kl_penalty(logp, ref_log_prob[idx], actor.kl_loss_type), mask, mode, **norm)
-                        loss = loss + actor.kl_loss_coef * kl_loss
-                        parts["actor/kl_loss"] = kl_loss.item()
-                    if not torch.isfinite(loss):
-                        raise TrainingFailed(
-                            f"the loss became {loss.item()} at step {self.global_step}; the last good checkpoint is kept. "
-                            f"Lower actor_rollout_ref.actor.optim.lr (now {actor.optim.lr}) or check the reward"
-                        )
-                    loss.backward()
-                    for key, value in pg_metrics.items():
-                        parts[f"actor/{key}"] = value.item() * share
-                    for key, value in parts.items():
-                        acc[key] = acc.get(key, 0.0) + value
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), actor.grad_clip)
-                if not torch.isfinite(grad_norm):
-                    self.optimizer.zero_grad(set_to_none=True)
-                    raise TrainingFailed(
-                        f"the gradient norm became {grad_norm.item()} at step {self.global_step}; the last good checkpoint "
-                        f"is kept. Lower actor_rollout_ref.actor.optim.lr (now {actor.optim.lr}) or actor.grad_clip"
-                    )
-                self.optimizer.step()
-                acc["actor/grad_norm"] = grad_norm.item()
-                updates.append(acc)
-        self.scheduler.step()
-        metrics = {key: sum(u[key] for u in updates) / len(updates) for key in updates[0]}
-        metrics["actor/lr"] = self.scheduler.get_last_lr()[0]
-        return metrics
-
     # ---- one step -------------------------------------------------------------------------------
 
     def collect(self) -> tuple[Batch, dict[str, float]]:
         """Generate and score one step's rollouts; with dynamic sampling, drop groups whose rewards are all
         equal and refill from the next prompts (up to filter_groups.max_num_gen_batches rounds)."""
-        import torch
-
         bs = self.cfg.data.train_batch_size
         n = self.rollout.n
         fg = self.cfg.algorithm.filter_groups
@@ -467,7 +186,8 @@ class NativeTrainer:
     def step(self) -> dict[str, float]:
         import torch
 
-        from core.training.core_algos import apply_kl_penalty, compute_grpo_outcome_advantage, masked_mean
+        from core.training.core_algos import apply_kl_penalty, compute_grpo_outcome_advantage
+        from core.training.metric_utils import compute_data_metrics, compute_memory_metrics
 
         t_step = time.monotonic()
         epoch = self.stream.epoch
@@ -476,92 +196,45 @@ class NativeTrainer:
         token_scores = torch.zeros_like(mask)
         last = (mask.sum(-1).long() - 1).clamp(min=0)
         token_scores[torch.arange(len(last)), last] = batch.scores
-        actor, algo = self.actor, self.cfg.algorithm
+        actor, algo = self.actor_cfg, self.cfg.algorithm
         single_update = actor.ppo_epochs <= 1 and actor.ppo_mini_batch_size >= self.cfg.data.train_batch_size
         t0 = time.monotonic()
         # One optimizer step on fresh rollouts: old log-probs equal the new ones (ratio 1), so skip the pass.
-        old_log_prob = None if single_update and not algo.use_kl_in_reward else self._no_grad_log_probs(self.policy, batch)
+        old_log_prob = None if single_update and not algo.use_kl_in_reward else self.actor.log_prob_no_grad(self.policy, batch)
         metrics["timing_s/old_log_prob"] = time.monotonic() - t0
         ref_log_prob = None
         t0 = time.monotonic()
         if self.ref is not None:
-            ref_log_prob = self._no_grad_log_probs(self.ref, batch)
+            ref_log_prob = self.actor.log_prob_no_grad(self.ref, batch)
         metrics["timing_s/ref"] = time.monotonic() - t0
         token_rewards = token_scores
         if algo.use_kl_in_reward:
             token_rewards, current_kl = apply_kl_penalty(
-                token_scores, old_log_prob, ref_log_prob, mask, self.kl_coef, algo.kl_penalty
+                token_scores, old_log_prob, ref_log_prob, mask, self.kl_ctrl.value, algo.kl_penalty
             )
             metrics["actor/reward_kl_penalty"] = current_kl.item()
-            metrics["actor/reward_kl_penalty_coeff"] = self.kl_coef
-            self.kl_coef = next_kl_coef(algo.kl_ctrl, self.kl_coef, current_kl.item(), len(batch.uids))
+            metrics["actor/reward_kl_penalty_coeff"] = self.kl_ctrl.value
+            self.kl_ctrl.update(current_kl.item(), len(batch.uids))
         advantages, _ = compute_grpo_outcome_advantage(
             token_rewards, mask, batch.uids, norm_adv_by_std_in_grpo=algo.norm_adv_by_std_in_grpo
         )
         if self.stop:
             raise _Stopped
         t0 = time.monotonic()
-        metrics.update(self.update(batch, advantages, old_log_prob, ref_log_prob))
+        metrics.update(self.actor.update_policy(batch, advantages, old_log_prob, ref_log_prob, n=self.rollout.n,
+                                                step=self.global_step, seed=self.seed))
         metrics["timing_s/update_actor"] = time.monotonic() - t0
-        metrics.update(self._batch_metrics(batch, token_rewards, advantages))
+        metrics.update(compute_data_metrics(batch, token_rewards, advantages, self.cfg.data.max_response_length))
         metrics["timing_s/step"] = time.monotonic() - t_step
         n_tokens = float(batch.attention_mask.sum())
         metrics["perf/total_num_tokens"] = n_tokens
         metrics["perf/throughput"] = n_tokens / max(metrics["timing_s/step"], 1e-9)
         metrics["perf/time_per_step"] = metrics["timing_s/step"]
-        metrics.update(self._memory_metrics())
+        metrics.update(compute_memory_metrics(self.device))
         metrics["training/global_step"] = float(self.global_step)
         metrics["training/epoch"] = float(epoch)
         self._last_batch = batch
         return metrics
-
-    def _batch_metrics(self, batch: Batch, token_rewards, advantages) -> dict[str, float]:
-        from core.rewards import DIMENSIONS, PENALTIES
-        from core.training.core_algos import masked_mean
-
-        mask = batch.response_mask
-        lengths = mask.sum(-1)
-        max_len = self.cfg.data.max_response_length
-        scores = batch.scores
-        seq_rewards = token_rewards.sum(-1)
-        valid_adv = advantages[mask.bool()]
-        out = {
-            "critic/score/mean": scores.mean().item(),
-            "critic/score/max": scores.max().item(),
-            "critic/score/min": scores.min().item(),
-            "critic/rewards/mean": seq_rewards.mean().item(),
-            "critic/rewards/max": seq_rewards.max().item(),
-            "critic/rewards/min": seq_rewards.min().item(),
-            "critic/advantages/mean": masked_mean(advantages, mask).item(),
-            "critic/advantages/max": valid_adv.max().item() if valid_adv.numel() else 0.0,
-            "critic/advantages/min": valid_adv.min().item() if valid_adv.numel() else 0.0,
-            "response_length/mean": lengths.mean().item(),
-            "response_length/max": lengths.max().item(),
-            "response_length/min": lengths.min().item(),
-            "response_length/clip_ratio": (lengths >= max_len).float().mean().item(),
-            "prompt_length/mean": sum(batch.prompt_lengths) / len(batch.prompt_lengths),
-            "prompt_length/max": float(max(batch.prompt_lengths)),
-        }
-        out.update(reward_means(batch.breakdowns, DIMENSIONS, PENALTIES))
-        return out
-
-    def _memory_metrics(self) -> dict[str, float]:
-        import torch
-
-        from core.training import sysmon
-
-        out = dict(sysmon.sample())
-        if self.device.type == "cuda":
-            out["actor/perf/max_memory_allocated_gb"] = torch.cuda.max_memory_allocated(self.device) / 1024**3
-            out["actor/perf/max_memory_reserved_gb"] = torch.cuda.max_memory_reserved(self.device) / 1024**3
-        else:  # on CPU the device memory is the process's: its peak resident set
-            out["actor/perf/max_memory_allocated_gb"] = _peak_rss_gb()
-            out["actor/perf/max_memory_reserved_gb"] = _peak_rss_gb()
-        if "perf/cpu_memory_used_gb" not in out:
-            import psutil
-
-            out["perf/cpu_memory_used_gb"] = psutil.Process().memory_info().rss / 1024**3
-        return out
 
     # ---- validation, samples, checkpoints ---------------------------------------------------------
 
@@ -569,6 +242,7 @@ class NativeTrainer:
         import torch
 
         from core.rewards import DIMENSIONS, PENALTIES
+        from core.rewards.pool import reward_means
 
         if not self.val_records:
             return {}
@@ -615,10 +289,10 @@ class NativeTrainer:
             self.global_step,
             model=self.policy,
             tokenizer=self.tokenizer,
-            optimizer=self.optimizer,
-            scheduler=self.scheduler,
+            optimizer=self.actor.optimizer,
+            scheduler=self.actor.scheduler,
             trainer_state={"data": self.stream.state(), "uid_counter": self._uid_counter, "total_steps": self.total_steps,
-                           "kl_coef": self.kl_coef, "base_model": str(self.base_path)},
+                           "kl_coef": self.kl_ctrl.value, "base_model": str(self.base_path)},
             keep=self.cfg.devops.keep_checkpoints,
         )
         self._saved_step = self.global_step
@@ -631,11 +305,15 @@ class NativeTrainer:
         import numpy as np
         import torch
 
-        from tasks.prompt import system_prompt
+        from core.rewards.pool import RewardScorer
+        from core.training.actor import Actor
         from core.training.checkpoint import latest_checkpoint, load_checkpoint
-        from core.training.sft import select_device
+        from core.training.config import total_steps
+        from core.training.core_algos import get_kl_controller, lr_schedule
+        from core.training.device import select_device
         from core.training.tiny_model import BUILTIN_TINY, resolve_model_path
         from tasks import load_tasks, split_tasks, to_record
+        from tasks.prompt import system_prompt
 
         cfg = self.cfg
         self._check_supported()
@@ -666,28 +344,24 @@ class NativeTrainer:
         if self.resume and checkpoint is None:
             log.warning("--resume: no checkpoint in %s; starting from step 0", self.run_dir.checkpoints_dir)
         self.tokenizer, self.policy, self.ref = self._load_models(base, checkpoint[1] if checkpoint else base)
-        self.optimizer = torch.optim.AdamW(
-            self.policy.parameters(),
-            lr=self.actor.optim.lr,
-            weight_decay=getattr(self.actor.optim, "weight_decay", 0.01),
-            betas=tuple(getattr(self.actor.optim, "betas", (0.9, 0.999))),
-        )
-        steps_per_epoch = max(1, len(train_records) // cfg.data.train_batch_size)
-        self.total_steps = cfg.trainer.total_training_steps or steps_per_epoch * cfg.trainer.total_epochs
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lr_schedule(self.actor.optim.lr_scheduler_type, self.actor.optim.lr_warmup_steps_ratio, self.total_steps)
-        )
+        optim = self.actor_cfg.optim
+        optimizer = torch.optim.AdamW(self.policy.parameters(), lr=optim.lr, weight_decay=optim.weight_decay,
+                                      betas=tuple(optim.betas))
+        self.total_steps = total_steps(cfg, len(train_records))
+        warmup = int(optim.lr_warmup_steps_ratio * self.total_steps)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(optim.lr_scheduler_type, warmup, self.total_steps))
+        self.actor = Actor(self.policy, optimizer, scheduler, self.actor_cfg, temperature=self.rollout.temperature)
         self.scorer = RewardScorer(cfg.devops.n_runners, cfg.devops.reward_weights)
         self._prompt_cache: dict[str, list[int]] = {}
         self._uid_counter = 0
-        self.kl_coef = cfg.algorithm.kl_ctrl.kl_coef
+        self.kl_ctrl = get_kl_controller(cfg.algorithm.kl_ctrl)
         self.global_step = 0
         data_state = {"epoch": 0, "offset": 0}
         if checkpoint is not None:
-            state = load_checkpoint(checkpoint[1], optimizer=self.optimizer, scheduler=self.scheduler)
+            state = load_checkpoint(checkpoint[1], optimizer=optimizer, scheduler=scheduler)
             self.global_step = state["global_step"]
             self._uid_counter = state.get("uid_counter", 0)
-            self.kl_coef = state.get("kl_coef", self.kl_coef)
+            self.kl_ctrl.value = state.get("kl_coef", self.kl_ctrl.value)
             data_state = state["data"]
             self.run_dir.truncate_metrics_after(self.global_step)
             self.run_dir.event("resumed", step=self.global_step, checkpoint=str(checkpoint[1]))
@@ -767,39 +441,6 @@ class NativeTrainer:
                 if scorer is not None:
                     scorer.close()
         return self.run_dir
-
-
-def next_kl_coef(kl_ctrl, coef: float, current_kl: float, n_seqs: int) -> float:
-    """verl's KL controllers: fixed keeps the coefficient; adaptive (Ziegler et al.) moves it towards target_kl."""
-    if kl_ctrl.type != "adaptive":
-        return coef
-    error = max(-0.2, min(0.2, current_kl / kl_ctrl.target_kl - 1))
-    return coef * (1 + error * n_seqs / kl_ctrl.horizon)
-
-
-def lr_schedule(kind: str, warmup_ratio: float, total_steps: int) -> Callable[[int], float]:
-    """verl's schedules as a LambdaLR factor: linear warm-up over `warmup_ratio` of the steps, then constant
-    or cosine decay to 0."""
-    warmup = int(warmup_ratio * total_steps)
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        if kind == "cosine":
-            progress = (step - warmup) / max(1, total_steps - warmup)
-            return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-        return 1.0
-
-    return factor
-
-
-def reward_means(breakdowns: list[dict], dimensions, penalties) -> dict[str, float]:
-    """`reward/<name>/mean` for every dimension and penalty, and `reward/final/mean`."""
-    count = max(1, len(breakdowns))
-    out = {f"reward/{name}/mean": sum(b["dimensions"].get(name, 0.0) for b in breakdowns) / count for name in dimensions}
-    out.update({f"reward/{name}/mean": sum(b["penalties"].get(name, 0.0) for b in breakdowns) / count for name in penalties})
-    out["reward/final/mean"] = sum(b["final_reward"] for b in breakdowns) / count
-    return out
 
 
 def run_native(cfg, *, mode: str, run_dir, resume: bool = False, progress: Callable[[dict], None] | None = None):

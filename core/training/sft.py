@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 import shutil
 import tempfile
@@ -40,19 +39,6 @@ class SftSettings:
     truncation: str = "error"
     # Only the start of each answer (RL samples short responses; the rest costs time and teaches little).
     max_answer_tokens: int | None = None
-
-
-def select_device(setting: str = "auto"):
-    """`auto` -> CUDA when present, else CPU; `cuda` without a GPU is a UserError."""
-    import torch
-
-    if setting == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if setting == "cuda" and not torch.cuda.is_available():
-        raise UserError("devops.device: 'cuda' but torch sees no GPU here; use --set devops.device=cpu (or auto)")
-    if setting not in ("cpu", "cuda"):
-        raise UserError(f"devops.device: unknown device {setting!r}; one of auto, cpu, cuda")
-    return torch.device(setting)
 
 
 def truncate_prompt(ids: list[int], limit: int | None, how: str, task_id: str) -> list[int]:
@@ -143,6 +129,8 @@ def run_sft(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from core.training.core_algos import lr_schedule
+    from core.training.device import select_device
     from tasks.prompt import system_prompt
 
     dev = select_device(device)
@@ -160,13 +148,7 @@ def run_sft(
     )
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.01)
     warmup = max(1, int(settings.steps * settings.warmup_ratio))
-
-    def schedule(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, settings.steps - warmup)))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule("cosine", warmup, settings.steps))
     order: list[int] = []
     losses: list[float] = []
     started = time.monotonic()

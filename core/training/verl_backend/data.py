@@ -41,8 +41,8 @@ def task_row(task, index: int, split: str, system_prompt: str, reward_weights: d
 
 def split_rows(cfg, tasks=None) -> dict[str, list[dict]]:
     """{"train": rows, "val": rows} for the config's split (seed, val_fraction) and per-type reward weights."""
-    from tasks.prompt import system_prompt
     from tasks import load_tasks, split_tasks
+    from tasks.prompt import system_prompt
 
     all_tasks = load_tasks() if tasks is None else list(tasks)
     train, val = split_tasks(all_tasks, cfg.devops.val_fraction, cfg.devops.seed)

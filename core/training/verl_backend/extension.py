@@ -19,7 +19,7 @@ def reward_metrics(extra_fields: Iterable, keep: Sequence[bool] | None = None) -
     """`reward/<name>/mean` for every dimension and penalty plus `reward/final/mean`, over the samples'
     `extra_fields["reward_extra_info"]` (rows where `keep` is False, i.e. padding, are left out)."""
     from core.rewards import DIMENSIONS, PENALTIES
-    from core.training.native import reward_means
+    from core.rewards.pool import reward_means
     from core.training.verl_backend.reward_fn import FINAL_KEY, unflatten
 
     breakdowns = []

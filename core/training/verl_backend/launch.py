@@ -154,7 +154,7 @@ class MetricsPump:
 
 def rollout_sample(row: dict) -> dict:
     """A samples.jsonl entry from one verl rollout-dump row (its `gts` is our ground_truth JSON)."""
-    from core.training.native import score_one
+    from core.rewards.pool import score_one
     from core.training.verl_backend.reward_fn import grading_inputs
 
     sample = {"task_id": None, "prompt": row.get("input"), "response": row.get("output"), "reward": row.get("score"),

@@ -55,7 +55,7 @@ def unflatten(extra: Mapping) -> dict:
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping | None = None,
                   **kwargs: Any) -> dict[str, float]:
     """verl's reward signature; `score` is the final reward in [0, 1], the other keys its breakdown."""
-    from core.training.native import score_one
+    from core.rewards.pool import score_one
 
     task, weights = grading_inputs(ground_truth, extra_info)
     return flatten_breakdown(score_one((solution_str or "", task, weights)))
