@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,38 +33,36 @@ print("restored", signal.getsignal(signal.SIGINT) is signal.default_int_handler,
 """
 
 
-def _child(interrupt: bool) -> subprocess.Popen:
+@contextmanager
+def _child(interrupt: bool):
+    """The loop in a child process, ready for signals; killed on the way out whatever the test saw."""
     proc = subprocess.Popen([sys.executable, "-c", LOOP.format(interrupt=interrupt)], cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout.readline().strip() == "ready"
-    return proc
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
 
 
-def _wait_line(proc: subprocess.Popen) -> str:
-    return proc.stdout.readline().strip()
+def _lines(proc: subprocess.Popen, count: int) -> list[str]:
+    return [proc.stdout.readline().strip() for _ in range(count)]
 
 
 def test_first_signal_asks_to_stop_and_a_second_aborts():
-    proc = _child(interrupt=False)
-    try:
+    with _child(interrupt=False) as proc:
         proc.send_signal(signal.SIGTERM)
-        assert _wait_line(proc) == "asked SIGTERM"
+        assert _lines(proc, 1) == ["asked SIGTERM"]
         time.sleep(0.1)
         assert proc.poll() is None  # still finishing its work: the first signal only asked
         proc.send_signal(signal.SIGINT)
-        assert _wait_line(proc) == "interrupted SIGTERM"
-        assert _wait_line(proc) == "restored True"
+        assert _lines(proc, 2) == ["interrupted SIGTERM", "restored True"]
         assert proc.wait(timeout=30) == 0
-    finally:
-        proc.kill()
 
 
 def test_interrupt_mode_raises_at_the_first_signal_and_names_it():
-    proc = _child(interrupt=True)
-    try:
+    with _child(interrupt=True) as proc:
         proc.send_signal(signal.SIGTERM)
-        assert _wait_line(proc) == "interrupted SIGTERM"
-        assert _wait_line(proc) == "restored True"
+        assert _lines(proc, 2) == ["interrupted SIGTERM", "restored True"]
         assert proc.wait(timeout=30) == 0
-    finally:
-        proc.kill()
