@@ -1,5 +1,6 @@
-"""`score(answer, task)`: the six dimensions, weighted per task type (weights.yaml), minus the named
-penalties, clamped to [0, 1], with the evidence for every figure in a `RewardBreakdown`.
+"""`score(answer, task)`: the task's rubric decides most of the reward; the six dimensions (weighted per
+task type, weights.yaml) count in proportion to the rubric score; minus the named penalties, clamped to
+[0, 1], with the evidence for every figure and every criterion in a `RewardBreakdown`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Any
 
 from core.errors import UserError
 from core.rewards import penalties as pen
+from core.rewards.artifacts import Artifacts
 from core.rewards.penalties import PENALTIES
+from core.rewards.rubric import compile_rubric, evaluate
 from core.rewards.signals import annotate, score_dimensions, score_expected
 from core.rewards.text import analyse
 
@@ -23,6 +26,9 @@ SECRET_SECURITY_FACTOR = 0.5  # each hard-coded secret halves the security dimen
 DANGER_SECURITY_FACTOR = 0.6
 SECRET_PENALTY = 0.15
 DANGER_PENALTY = 0.1
+# With a rubric: final = RUBRIC_SHARE * rubric + (1 - RUBRIC_SHARE) * rubric * dimensions - penalties, so
+# polished text that does not solve the task earns close to nothing.
+RUBRIC_SHARE = 0.7
 
 
 @dataclass
@@ -33,6 +39,9 @@ class RewardBreakdown:
     dimensions: dict[str, float]
     penalties: dict[str, float]
     evidence: dict[str, list[str]] = field(default_factory=dict)
+    # {"score": rubric score or None (the task has no rubric), "share": its weight in the final reward,
+    #  "criteria": [{"id", "description", "weight", "score", "status", "forbid", "evidence"}, ...]}
+    rubric: dict[str, Any] = field(default_factory=lambda: {"score": None, "share": 0.0, "criteria": []})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -40,6 +49,7 @@ class RewardBreakdown:
             "dimensions": dict(self.dimensions),
             "penalties": dict(self.penalties),
             "evidence": {k: list(v) for k, v in self.evidence.items()},
+            "rubric": {**self.rubric, "criteria": [dict(c, evidence=list(c["evidence"])) for c in self.rubric["criteria"]]},
         }
 
 
@@ -81,12 +91,13 @@ def weights_for(task_type: str, overrides: Mapping[str, float] | None = None) ->
     return row
 
 
-def _task_fields(task: Any) -> tuple[str, list[str]]:
+def _task_fields(task: Any) -> tuple[str, list[str], Any]:
     if isinstance(task, Mapping):
-        task_type, expected = task.get("type"), task.get("expected_outputs")
+        task_type, expected, rubric = task.get("type"), task.get("expected_outputs"), task.get("rubric")
         label = f"task '{task.get('id', '?')}'"
     else:
         task_type, expected = getattr(task, "type", None), getattr(task, "expected_outputs", None)
+        rubric = getattr(task, "rubric", None)
         label = f"task '{getattr(task, 'id', '?')}'"
     if not isinstance(task_type, str) or not task_type:
         raise UserError(f"{label}: key 'type' is missing; the reward needs the task type (e.g. kubernetes)")
@@ -94,7 +105,7 @@ def _task_fields(task: Any) -> tuple[str, list[str]]:
         expected = []
     if isinstance(expected, str) or not all(isinstance(e, str) for e in expected):
         raise UserError(f"{label}: key 'expected_outputs' must be a list of strings")
-    return task_type, [e for e in expected if e.strip()]
+    return task_type, [e for e in expected if e.strip()], rubric or None
 
 
 def strip_reasoning(answer: str) -> str:
@@ -107,13 +118,16 @@ def strip_reasoning(answer: str) -> str:
     return answer
 
 
-def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None) -> RewardBreakdown:
-    """Score one answer to one task (a `tasks.Task` or a mapping with `type` and `expected_outputs`).
+def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
+          judge: Mapping[str, float] | None = None, judge_weight: float = 0.0) -> RewardBreakdown:
+    """Score one answer to one task (a `tasks.Task` or a mapping with `type`, `expected_outputs` and, for
+    the tasks of tasks/data, `rubric`).
 
     `weights` overrides some dimension weights of the task's type (e.g. from the training config).
-    Pure and deterministic: no network, no model, no randomness.
+    `judge` is an LLM judge's grade per rubric criterion id (see core.rewards.judge), blended into each
+    criterion's rule score with `judge_weight`. Without a judge it is pure and deterministic.
     """
-    task_type, expected = _task_fields(task)
+    task_type, expected, rubric = _task_fields(task)
     answer = strip_reasoning("" if answer is None else str(answer))
     weight = weights_for(task_type, weights)
     analysis = analyse(answer)
@@ -154,6 +168,15 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None)
 
     dimensions = {name: round(min(1.0, max(0.0, dimensions[name])), 4) for name in DIMENSIONS}
     base = sum(weight[name] * dimensions[name] for name in DIMENSIONS)
+    rubric_part: dict[str, Any] = {"score": None, "share": 0.0, "criteria": []}
+    if rubric:
+        rubric_score, results = evaluate(compile_rubric(rubric), Artifacts(analysis), analysis.segments,
+                                         judge, judge_weight if judge else 0.0)
+        rubric_part = {"score": rubric_score, "share": RUBRIC_SHARE, "criteria": [r.to_dict() for r in results]}
+        base = RUBRIC_SHARE * rubric_score + (1 - RUBRIC_SHARE) * rubric_score * base
+        if penalty_values["length"] and evidence["length"] and len(analysis.words) < pen.SHORT_WORDS:
+            # a terse answer that does what the task asks is not "too short"
+            penalty_values["length"] = round(penalty_values["length"] * (1 - rubric_score), 4)
     final = min(1.0, max(0.0, base - sum(penalty_values.values())))
     ordered_evidence = {name: evidence.get(name, []) for name in (*DIMENSIONS, *PENALTIES)}
     return RewardBreakdown(
@@ -161,6 +184,7 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None)
         dimensions=dimensions,
         penalties={name: penalty_values[name] for name in PENALTIES},
         evidence=ordered_evidence,
+        rubric=rubric_part,
     )
 
 
