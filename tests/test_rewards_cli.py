@@ -1,5 +1,5 @@
 """`devops-rl reward score` as a user runs it: a real subprocess per case, task from the task set or a
-file, answer from a file or stdin, JSON with exactly four keys, one-line errors with exit code 2.
+file, answer from a file or stdin, JSON with exactly five keys, one-line errors with exit code 2.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ def answer_file(tmp_path, task) -> Path:
     return path
 
 
-def test_json_has_exactly_the_four_keys_and_matches_the_api(task, answer_file):
+def test_json_has_exactly_the_five_keys_and_matches_the_api(task, answer_file):
     result = run_cli("--task", task.id, "--answer", str(answer_file), "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert list(data) == ["final_reward", "dimensions", "penalties", "evidence"]
+    assert list(data) == ["final_reward", "dimensions", "penalties", "evidence", "rubric"]
     assert data == json.loads(json.dumps(score(task.reference_answer, task).to_dict()))
 
 

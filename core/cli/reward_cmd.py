@@ -1,7 +1,7 @@
 """`devops-rl reward score`: score one answer against one task and show the breakdown.
 
 The task comes from the task set (`--task ID`) or a YAML file (`--task-file`); the answer from a file
-or stdin (`--answer -`). `--json` prints exactly final_reward, dimensions, penalties and evidence.
+or stdin (`--answer -`). `--json` prints exactly final_reward, dimensions, penalties, evidence and rubric.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ def _print_breakdown(task, result) -> None:
     weights = weights_for(task.type)
     print(f"task {task.id} ({task.type}, {task.difficulty})")
     print(f"final reward  {result.final_reward:.3f}")
+    _print_rubric(result.rubric)
     print("\ndimension          score  weight  evidence")
     for name, value in result.dimensions.items():
         evidence = result.evidence.get(name) or ["-"]
@@ -56,14 +57,28 @@ def _print_breakdown(task, result) -> None:
             print(f"  {'':<18} {line}")
 
 
+def _print_rubric(rubric: dict) -> None:
+    if rubric["score"] is None:
+        print("rubric        none (the task has no rubric: the six dimensions decide)")
+        return
+    print(f"rubric        {rubric['score']:.3f}  (decides {rubric['share']:.0%} of the reward; the dimensions count in proportion)")
+    print("\ncriterion                     status   score  weight  evidence")
+    for item in rubric["criteria"]:
+        label = ("forbid " if item["forbid"] else "") + item["id"]
+        evidence = item["evidence"] or ["-"]
+        print(f"  {label[:28]:<28} {item['status']:<8} {item['score']:5.2f}  {item['weight']:5.1f}   {evidence[0]}")
+        for line in evidence[1:2]:
+            print(f"  {'':<28} {'':<8} {'':5}  {'':5}   {line}")
+
+
 @reward_app.command("score")
 def score_command(
     answer: str = typer.Option(..., "--answer", help="File with the answer (markdown), or '-' to read stdin."),
     task_id: Optional[str] = typer.Option(None, "--task", help="Id of a task in tasks/data, e.g. k8s-001."),
     task_file: Optional[Path] = typer.Option(None, "--task-file", help="YAML file with one task (reference_answer optional)."),
-    as_json: bool = typer.Option(False, "--json", help="Print {final_reward, dimensions, penalties, evidence} as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print {final_reward, dimensions, penalties, evidence, rubric} as JSON."),
 ) -> None:
-    """Score one answer against one task: final reward, six dimensions, penalties and evidence."""
+    """Score one answer against one task: final reward, rubric criteria, six dimensions, penalties and evidence."""
     from core.errors import UserError
 
     if (task_id is None) == (task_file is None):
