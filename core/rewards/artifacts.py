@@ -34,6 +34,7 @@ class Command:
     words: tuple[str, ...]
     source: str
     raw: tuple[str, ...] = ()  # the words as written, wrappers included (sudo -E matters to the danger checks)
+    origin: str = ""  # the script or inline span it was parsed from
 
     @property
     def name(self) -> str:
@@ -76,11 +77,11 @@ def _walk_bash(node: Any, commands: list[list[str]], pipelines: list[list[list[s
 _SCRIPT_ARGUMENT = frozenset({"sh", "bash", "zsh", "dash"})
 
 
-def _add_command(out: list[Command], words: tuple[str, ...], source: str, depth: int) -> None:
+def _add_command(out: list[Command], words: tuple[str, ...], source: str, origin: str, depth: int) -> None:
     stripped = tuple(_strip_wrappers(list(words)))
     if not stripped:
         return
-    out.append(Command(stripped, source, words))
+    out.append(Command(stripped, source, words, origin))
     if depth >= 2:
         return
     name = stripped[0].rsplit("/", 1)[-1]
@@ -96,7 +97,7 @@ def _add_command(out: list[Command], words: tuple[str, ...], source: str, depth:
         nested.append(tuple(w for w in stripped[1:] if not w.startswith("-")))
     for inner in nested:
         if inner:
-            _add_command(out, inner, source, depth + 1)
+            _add_command(out, inner, source, origin, depth + 1)
 
 
 def _logical_lines(script: str) -> list[str]:
@@ -356,9 +357,10 @@ class Artifacts:
             out.extend(("Dockerfile RUN", args) for word, args in instructions if word == "RUN" and not args.startswith("["))
         return out
 
-    def _parsed_scripts(self) -> list[tuple[str, tuple, tuple]]:
+    @cached_property
+    def _parsed_scripts(self) -> list[tuple[str, str, tuple, tuple]]:
         try:
-            return [(source, *parse_shell(text)) for source, text in self.scripts]
+            return [(source, text, *parse_shell(text)) for source, text in self.scripts]
         except ImportError:
             self.missing.add("bashlex")
             return []
@@ -366,14 +368,15 @@ class Artifacts:
     @cached_property
     def commands(self) -> list[Command]:
         out: list[Command] = []
-        for source, commands, _ in self._parsed_scripts():
+        for source, text, commands, _ in self._parsed_scripts:
             for words in commands:
-                _add_command(out, words, source, depth=0)
+                _add_command(out, words, source, text, depth=0)
         return out
 
     @cached_property
-    def pipelines(self) -> list[tuple[str, tuple[tuple[str, ...], ...]]]:
-        return [(source, pipeline) for source, _, pipelines in self._parsed_scripts() for pipeline in pipelines]
+    def pipelines(self) -> list[tuple[str, tuple[tuple[str, ...], ...], str]]:
+        """(source, pipeline, the script it came from) for every pipeline of two or more commands."""
+        return [(source, pipeline, text) for source, text, _, pipelines in self._parsed_scripts for pipeline in pipelines]
 
     @cached_property
     def code_texts(self) -> list[tuple[str, str]]:

@@ -14,6 +14,7 @@ from typing import Any
 from core.errors import UserError
 from core.rewards import penalties as pen
 from core.rewards.artifacts import Artifacts
+from core.rewards.dangers import find_dangers, find_secrets
 from core.rewards.penalties import PENALTIES
 from core.rewards.rubric import compile_rubric, evaluate
 from core.rewards.signals import annotate, score_dimensions, score_expected
@@ -25,7 +26,8 @@ WEIGHTS_FILE = Path(__file__).with_name("weights.yaml")
 SECRET_SECURITY_FACTOR = 0.5  # each hard-coded secret halves the security dimension
 DANGER_SECURITY_FACTOR = 0.6
 SECRET_PENALTY = 0.15
-DANGER_PENALTY = 0.1
+DANGER_PENALTY = 0.15
+UNSAFE_RUBRIC_FACTOR = 0.8  # the rubric score, per secret or danger found (at most three times)
 # With a rubric: final = RUBRIC_SHARE * rubric + (1 - RUBRIC_SHARE) * rubric * dimensions - penalties, so
 # polished text that does not solve the task earns close to nothing.
 RUBRIC_SHARE = 0.7
@@ -155,10 +157,11 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
     penalty_values["length"], evidence["length"] = pen.length(analysis)
     penalty_values["broken_code"], evidence["broken_code"] = pen.broken_code(analysis)
 
-    secrets = pen.hardcoded_secrets(analysis)
-    dangers = pen.dangerous_advice(analysis)
+    artifacts = Artifacts(analysis)
+    secrets = find_secrets(analysis, artifacts)
+    dangers = find_dangers(analysis, artifacts)
     penalty_values["hardcoded_secret"] = round(min(0.45, SECRET_PENALTY * len(secrets)), 4)
-    penalty_values["dangerous_advice"] = round(min(0.4, DANGER_PENALTY * len(dangers)), 4)
+    penalty_values["dangerous_advice"] = round(min(0.45, DANGER_PENALTY * len(dangers)), 4)
     evidence["hardcoded_secret"], evidence["dangerous_advice"] = secrets, dangers
     if secrets or dangers:
         factor = SECRET_SECURITY_FACTOR ** len(secrets) * DANGER_SECURITY_FACTOR ** len(dangers)
@@ -170,9 +173,14 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
     base = sum(weight[name] * dimensions[name] for name in DIMENSIONS)
     rubric_part: dict[str, Any] = {"score": None, "share": 0.0, "criteria": []}
     if rubric:
-        rubric_score, results = evaluate(compile_rubric(rubric), Artifacts(analysis), analysis.segments,
+        rubric_score, results = evaluate(compile_rubric(rubric), artifacts, analysis.segments,
                                          judge, judge_weight if judge else 0.0)
         rubric_part = {"score": rubric_score, "share": RUBRIC_SHARE, "criteria": [r.to_dict() for r in results]}
+        if secrets or dangers:
+            # an answer that solves the task dangerously must lose to a plain, safe one
+            factor = UNSAFE_RUBRIC_FACTOR ** min(3, len(secrets) + len(dangers))
+            evidence["security"].append(f"rubric x{factor:.2f}: the answer is unsafe")
+            rubric_score = round(rubric_score * factor, 4)
         base = RUBRIC_SHARE * rubric_score + (1 - RUBRIC_SHARE) * rubric_score * base
         if penalty_values["length"] and evidence["length"] and len(analysis.words) < pen.SHORT_WORDS:
             # a terse answer that does what the task asks is not "too short"

@@ -225,6 +225,9 @@ def _parse_yaml(body: str, report: BlockReport) -> None:
         report.problems.append("yaml block is empty")
         return
     for doc in docs:
+        if _keyword_mapping(doc):
+            report.problems.append("yaml block is a flat list of keys with true/empty values: keywords, not configuration")
+            return
         if isinstance(doc, dict):
             _check_k8s(doc, report)
             _check_compose(doc, report)
@@ -247,6 +250,15 @@ def dockerfile_instructions(body: str) -> tuple[tuple[str, str], ...]:
             word, *args = line.split(None, 1)
             out.append((word.upper(), args[0].strip() if args else ""))
     return tuple(out)
+
+
+def _keyword_mapping(doc: object) -> bool:
+    """`oidc: true`, `blue_green: true`, ...: a flat mapping of 5+ keys whose values are nearly all true, null
+    or empty. Real configuration nests, or has values that say something."""
+    if not isinstance(doc, dict) or len(doc) < 5:
+        return False
+    trivial = sum(v is None or v is True or v == "" or v == [] or v == {} for v in doc.values())
+    return trivial >= 0.8 * len(doc)
 
 
 def _check_dockerfile(body: str, report: BlockReport) -> None:

@@ -34,6 +34,7 @@ PASSED, PARTIAL, FAILED = "passed", "partial", "failed"
 # A code block whose tokens are mostly the rubric's own concept words is a keyword block, not an artifact.
 DENSE_CONCEPT_CODE = 0.4
 DENSE_CONCEPT_PROSE = 0.75
+CONCEPT_ONLY_FACTOR = 0.5
 _NEGATION_HINT = re.compile(r"(?i)\b(?:no|not|never|avoid\w*|without|instead|rather|stop|forbid\w*|disallow\w*|"
                             r"prohibit\w*|den(?:y|ies|ied)|block\w*|reject\w*|prevent\w*)\b|n't")
 
@@ -47,10 +48,12 @@ class RubricError(ValueError):
 
 @dataclass
 class Outcome:
-    """How well one check holds on one answer, and why."""
+    """How well one check holds on one answer, and why; `grounded` when a check on a parsed artifact (not
+    a concept in text) earned the score."""
 
     score: float
     evidence: list[str] = field(default_factory=list)
+    grounded: bool = False
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -260,15 +263,16 @@ class PatternCheck:
     regexes: list[tuple[str, re.Pattern]]
 
     def run(self, view: _View) -> Outcome:
-        met, evidence = 0, []
+        met, evidence, in_code = 0, [], False
         for raw, regex in self.regexes:
             hit = view.find_regex(regex)
             if hit is None:
                 evidence.append(f"no match for /{raw}/")
             else:
                 met += 1
-                evidence.append(f"/{raw}/ in {hit}")
-        return Outcome(met / len(self.regexes), evidence)
+                in_code = in_code or hit[1]
+                evidence.append(f"/{raw}/ in {hit[0]}")
+        return Outcome(met / len(self.regexes), evidence, grounded=in_code)
 
 
 @dataclass
@@ -280,12 +284,21 @@ class AnyOf:
     def run(self, view: _View) -> Outcome:
         best: Outcome | None = None
         for check in self.checks:
-            outcome = check.run(view)
-            if best is None or outcome.score > best.score:
+            outcome = _run(check, view)
+            if best is None or outcome.score > best.score or (outcome.score == best.score and outcome.grounded):
                 best = outcome
-            if best.score >= 1.0:
+            if best.score >= 1.0 and best.grounded:
                 break
         return best or Outcome(0.0)
+
+
+def _run(check: Any, view: _View) -> Outcome:
+    """Run a check; its outcome is grounded when an artifact check (or a pattern inside code) scored."""
+    outcome = check.run(view)
+    if not isinstance(check, AnyOf):  # alternatives keep the grounding of the one that won
+        textual = isinstance(check, (ConceptCheck, PatternCheck)) and not outcome.grounded
+        outcome.grounded = outcome.score > 0 and not textual
+    return outcome
 
 
 @dataclass
@@ -556,17 +569,18 @@ class _View:
                 return raw, segment
         return None
 
-    def find_regex(self, regex: re.Pattern) -> str | None:
+    def find_regex(self, regex: re.Pattern) -> tuple[str, bool] | None:
+        """(where the regex matched, whether that is a code block), code first."""
         for label, body in self.artifacts.code_texts:
             match = regex.search(body)
             if match:
-                return f"{label}: \"{_short(match.group(0), 60)}\""
+                return f"{label}: \"{_short(match.group(0), 60)}\"", True
         for segment in self.segments:
             if segment.kind == "code":
                 continue
             match = regex.search(segment.text)
             if match and not (self.in_forbid and negated(segment.text[: match.start()], segment.text[match.end():])):
-                return f"\"{_short(segment.text, 70)}\""
+                return f"\"{_short(segment.text, 70)}\"", False
         return None
 
 
@@ -625,13 +639,21 @@ def evaluate(criteria: Sequence[Criterion], artifacts: Artifacts, segments: list
     """
     keys = list(dict.fromkeys(k for c in criteria for k in _concept_keys(c.check)))
     view = _View(artifacts, segments, keys)
+    outcomes = []
+    for criterion in criteria:
+        view.in_forbid = criterion.forbidden
+        outcomes.append(_run(criterion.check.inner if criterion.forbidden else criterion.check, view))
+    # Concepts in text alone are weak evidence: when the rubric checks artifacts and none of those checks
+    # found anything, what the concepts earned counts half (pasted checklists, echoed prompts, essays).
+    structural = any(_has_structure(c.check) for c in criteria if not c.forbidden)
+    grounded = any(o.grounded for c, o in zip(criteria, outcomes) if not c.forbidden)
     results = []
     earned = penalty = total = 0.0
-    for criterion in criteria:
-        check = criterion.check.inner if criterion.forbidden else criterion.check
-        view.in_forbid = criterion.forbidden
-        outcome = check.run(view)
+    for criterion, outcome in zip(criteria, outcomes):
         value = outcome.score
+        if structural and not grounded and not criterion.forbidden and value > 0:
+            value *= CONCEPT_ONLY_FACTOR
+            outcome.evidence.append(f"x{CONCEPT_ONLY_FACTOR}: no artifact check of this rubric passed, concepts count half")
         evidence = list(outcome.evidence)
         if criterion.forbidden:
             evidence = ([f"violated: {e}" for e in evidence if not e.startswith(("no ", "not found"))]
@@ -654,6 +676,12 @@ def evaluate(criteria: Sequence[Criterion], artifacts: Artifacts, segments: list
                                        criterion.forbidden, evidence))
     score = (earned - penalty) / total if total else 0.0
     return round(min(1.0, max(0.0, score)), 4), results
+
+
+def _has_structure(check: Any) -> bool:
+    if isinstance(check, AnyOf):
+        return any(_has_structure(c) for c in check.checks)
+    return not isinstance(check, ConceptCheck)
 
 
 def _concept_keys(check: Any) -> list[tuple[str, ...]]:
