@@ -1,4 +1,5 @@
-"""`devops-rl reward score`: score one answer against one task and show the breakdown.
+"""`devops-rl reward score` scores one answer against one task and shows the breakdown; `reward audit`
+runs the built-in hack suite over every task with a rubric and fails when a hack reaches the reference.
 
 The task comes from the task set (`--task ID`) or a YAML file (`--task-file`); the answer from a file
 or stdin (`--answer -`). `--json` prints exactly final_reward, dimensions, penalties, evidence and rubric.
@@ -92,3 +93,49 @@ def score_command(
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     else:
         _print_breakdown(task, result)
+
+
+@reward_app.command("audit")
+def audit_command(
+    task_ids: Optional[list[str]] = typer.Option(None, "--task", help="Only these task ids (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Score the hack suite, a plain answer and excellent answers with other tools on every task with a
+    rubric; exit 1 when a hack reaches a reference, an excellent answer scores < 0.6 or a reference < 0.7."""
+    from core.rewards.audit import HACKS, audit
+    from tasks import get_task, load_tasks
+
+    pool = load_tasks()
+    selected = [get_task(t, pool) for t in task_ids] if task_ids else pool
+    report = audit(selected)
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        _print_audit(report, len(HACKS))
+    if report.failures:
+        raise typer.Exit(1)
+
+
+def _print_audit(report, n_hacks: int) -> None:
+    print(f"{'task':<12} {'reference':>9} {'plain':>6} {'best hack':>6}  {'margin':>7}  {'excellent':>9}  result  (best hack)")
+    for row in report.rows:
+        name, value = row.best_hack
+        excellent = f"{min(row.excellent.values()):.3f}" if row.excellent else "-"
+        print(f"{row.task_id:<12} {row.reference:>9.3f} {row.plain:>6.3f} {value:>9.3f}  {row.reference - value:>+7.3f}  "
+              f"{excellent:>9}  {'FAIL' if row.failures else 'ok':<6}  ({name})")
+    worst: dict[str, float] = {}
+    for row in report.rows:
+        for name, value in row.hacks.items():
+            worst[name] = max(worst.get(name, 0.0), value)
+    print("\nhighest score of each hack over the covered tasks:")
+    for name, value in sorted(worst.items(), key=lambda item: -item[1]):
+        print(f"  {value:.3f}  {name}")
+    excellent = [(row.task_id, name, value) for row in report.rows for name, value in row.excellent.items()]
+    if excellent:
+        print("\nexcellent answers with another tool or terse (must score >= 0.6):")
+        for task_id, name, value in excellent:
+            print(f"  {value:.3f}  {task_id}: {name}")
+    print(f"\ncovered {len(report.rows)} of {report.total} tasks ({len(report.skipped)} without a rubric), {n_hacks} hacks each")
+    for failure in report.failures:
+        print(f"FAIL {failure}")
+    print("audit passed" if not report.failures else f"audit failed: {len(report.failures)} problem(s)")
