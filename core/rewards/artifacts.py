@@ -245,6 +245,7 @@ def parse_sql(body: str) -> tuple[tuple[str, str], ...]:
     import sqlglot
     from sqlglot.errors import SqlglotError
 
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)  # it warns about every dialect-specific statement
     script = "\n".join(ln for ln in body.splitlines() if not ln.lstrip().startswith("\\"))
     script = "\n".join(ln.split("--", 1)[0] if "--" in ln and "'" not in ln else ln for ln in script.splitlines())
     out = []

@@ -121,18 +121,22 @@ def strip_reasoning(answer: str) -> str:
 
 
 def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
-          judge: Mapping[str, float] | None = None, judge_weight: float = 0.0) -> RewardBreakdown:
+          judge: Mapping[str, float] | None = None, judge_weight: float = 0.0,
+          validators: bool = True) -> RewardBreakdown:
     """Score one answer to one task (a `tasks.Task` or a mapping with `type`, `expected_outputs` and, for
     the tasks of tasks/data, `rubric`).
 
     `weights` overrides some dimension weights of the task's type (e.g. from the training config).
     `judge` is an LLM judge's grade per rubric criterion id (see core.rewards.judge), blended into each
-    criterion's rule score with `judge_weight`. Without a judge it is pure and deterministic.
+    criterion's rule score with `judge_weight`. `validators=False` skips the external validators
+    (shellcheck, hadolint, kubernetes-validate, ...): the parsing and rubric tier only. Without a judge it
+    is deterministic and makes no network calls.
     """
     task_type, expected, rubric = _task_fields(task)
     answer = strip_reasoning("" if answer is None else str(answer))
     weight = weights_for(task_type, weights)
     analysis = analyse(answer)
+    validator_notes, validator_secrets = _run_validators(analysis) if validators else ([], [])
     annotate(analysis.segments)
     dense = pen.mark_dense_segments(analysis)
 
@@ -156,9 +160,11 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
     penalty_values["degenerate"], evidence["degenerate"] = pen.degenerate(analysis)
     penalty_values["length"], evidence["length"] = pen.length(analysis)
     penalty_values["broken_code"], evidence["broken_code"] = pen.broken_code(analysis)
+    evidence["broken_code"].extend(validator_notes)
 
     artifacts = Artifacts(analysis)
     secrets = find_secrets(analysis, artifacts)
+    secrets += [s for s in validator_secrets if not any(s.split(" at ")[0].split(": ", 1)[-1] in f for f in secrets)][:3]
     dangers = find_dangers(analysis, artifacts)
     penalty_values["hardcoded_secret"] = round(min(0.45, SECRET_PENALTY * len(secrets)), 4)
     penalty_values["dangerous_advice"] = round(min(0.45, DANGER_PENALTY * len(dangers)), 4)
@@ -194,6 +200,25 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
         evidence=ordered_evidence,
         rubric=rubric_part,
     )
+
+
+def _run_validators(analysis) -> tuple[list[str], list[str]]:
+    """Run the real validators on the answer's valid code blocks: their errors and warnings join each block's
+    problems and issues (the broken_code penalty); detect-secrets findings are returned as secrets."""
+    from core.rewards.validators import ERROR, Block, validate
+
+    blocks = [b for b in analysis.blocks if b.valid and b.body.strip()]
+    findings, notes = validate([Block(b.kind, b.body) for b in blocks])
+    secrets = []
+    for block, found in zip(blocks, findings):
+        for finding in found:
+            if finding.severity == "secret":
+                secrets.append(f"{finding.tool}: {finding.message} ({block.kind} block at line {block.line})")
+            elif finding.severity == ERROR:
+                block.problems.append(str(finding))
+            else:
+                block.issues.append(str(finding))
+    return notes, secrets
 
 
 def calculate_devops_reward(answer: str, task: Any) -> float:

@@ -13,10 +13,11 @@ _CUES = frozenset(
     "block blocks blocked reject rejects rejected prevent prevents".split()
 )
 # Cues that only negate what comes before them ("chmod 777 is dangerous") are checked after the phrase.
-_AFTER_CUES = re.compile(r"(?i)^[^.;!?]{0,40}?\b(?:is|are|would be|was)\s+(?:a\s+)?(?:dangerous|insecure|unsafe|"
-                         r"bad idea|anti-?pattern|forbidden|not allowed|blocked|rejected|denied)\b")
+_AFTER_CUES = re.compile(r"(?i)^[^.;!?]{0,40}?\b(?:(?:is|are|would be|was)\s+(?:a\s+|an\s+)?(?:dangerous|insecure|unsafe|"
+                         r"bad (?:idea|practice)|anti-?pattern|forbidden|discouraged|not (?:recommended|allowed|safe|"
+                         r"a good idea)|never (?:ok|acceptable|allowed)|blocked|rejected|denied)|should (?:be avoided|never))\b")
 # A second negation that turns the cue back into advice: "don't forget to", "never fail to", "not only".
-_UNDO = frozenset("forget forgetting hesitate fail neglect omit miss skip only just".split())
+_UNDO = frozenset("forget forgetting hesitate fail neglect omit miss skip".split())
 _CLAUSE = re.compile(r"(?:[.;!?](?:\s|$)|,\s*(?:but|then|and then|so)\b|\s(?:but|however|although|though|then)\s|\s[-–—]\s)",
                      re.I)
 _WORD = re.compile(r"`[^`\n]*`|[\w'’]+")
@@ -56,6 +57,8 @@ def negated(before: str, after: str = "") -> bool:
 def _is_cue(words: list[str], at: int) -> bool:
     """"instead" and "rather" negate only as "instead of X" / "rather than X"; "not only" is no negation."""
     word, following = words[at], words[at + 1] if at + 1 < len(words) else ""
+    if word == "not" and following in ("only", "just"):
+        return False
     if word == "instead":
         return following == "of"
     if word == "rather":
