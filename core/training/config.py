@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core.errors import UserError, did_you_mean
 
@@ -210,6 +210,31 @@ class TrainerConfig(_Section):
 # ---- devops (this project's own section) -----------------------------------------------------------
 
 
+class RewardJudgeConfig(_Section):
+    """The optional LLM judge: an OpenAI-compatible endpoint grades each rubric criterion (see docs/reward.md)."""
+
+    enable: bool = Field(False, description="Ask an LLM judge to grade each rubric criterion (off: rules only).")
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (vLLM).")
+    model: str | None = Field(None, description="Model name the endpoint serves.")
+    weight: float = Field(0.5, ge=0, le=1, description="Share of each criterion's score that comes from the judge.")
+    timeout: float = Field(30.0, gt=0, description="Seconds per request; on timeout the rule score is used.")
+    concurrency: int = Field(8, gt=0, description="Requests in flight at once.")
+    api_key_env: str = Field("DEVOPS_RL_API_KEY", description="Environment variable holding the API key, if any.")
+
+    @model_validator(mode="after")
+    def _needs_endpoint(self) -> RewardJudgeConfig:
+        if self.enable and not (self.base_url and self.model):
+            raise ValueError("enable needs base_url and model "
+                             "(e.g. --set devops.reward.judge.base_url=http://127.0.0.1:8000/v1)")
+        return self
+
+
+class RewardConfig(_Section):
+    """How the reward grades answers, beyond the rubric rules."""
+
+    judge: RewardJudgeConfig = Field(default_factory=RewardJudgeConfig, description="Optional LLM judge (off by default).")
+
+
 class DevopsConfig(_Section):
     backend: Literal["auto", "torch", "verl"] = "auto"
     seed: int = 0
@@ -221,6 +246,7 @@ class DevopsConfig(_Section):
     sft_warmstart_steps: int = Field(0, ge=0)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     runs_dir: str | None = None
+    reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward options: the optional LLM judge.")
 
 
 class TrainingConfig(_Section):
