@@ -245,9 +245,13 @@ _AVAILABLE: dict[str, bool] = {}
 
 
 def _importable(module: str) -> bool:
-    import importlib.util
+    import importlib
 
-    return importlib.util.find_spec(module) is not None
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
 
 
 def available(name: str) -> bool:
