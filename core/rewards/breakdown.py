@@ -221,6 +221,24 @@ def _run_validators(analysis) -> tuple[list[str], list[str]]:
     return notes, secrets
 
 
+def score_batch(pairs: list[tuple[str, Any]], **options: Any) -> list[RewardBreakdown]:
+    """`score` for many (answer, task) pairs, with every external validator run once for all their code blocks
+    (one shellcheck process for the whole batch instead of one per answer). What a scoring worker calls."""
+    if options.get("validators", True):
+        from core.rewards.code_blocks import check_block, split_fences
+        from core.rewards.validators import Block, prefetch
+
+        blocks = []
+        for answer, _ in pairs:
+            for part in split_fences(strip_reasoning("" if answer is None else str(answer))):
+                if part.lang is not None and part.body.strip():
+                    report = check_block(part)
+                    if report.valid:
+                        blocks.append(Block(report.kind, part.body))
+        prefetch(blocks)
+    return [score(answer, task, **options) for answer, task in pairs]
+
+
 def calculate_devops_reward(answer: str, task: Any) -> float:
     """The final reward in [0, 1] for one answer (what a GRPO step optimises)."""
     return score(answer, task).final_reward

@@ -126,8 +126,38 @@ def _actionlint(blocks: list[Block]) -> list[list[Finding]]:
     return out
 
 
+@lru_cache(maxsize=256)
+def _k8s_validator(api_version: str, kind: str):
+    """A strict JSON-schema validator for one Kubernetes kind from kubernetes-validate's offline schemas,
+    built once (its `validate` re-reads the schema and the large definitions file on every call); None
+    for a kind without a schema (a custom resource)."""
+    import re
+
+    import jsonschema
+    from kubernetes_validate import utils
+    from referencing import Registry, Resource
+
+    version = [v for v in utils.all_versions() if utils.major_minor(v) <= KUBERNETES_VERSION][-1]
+    folder = f"kubernetes-json-schema/v{version}-local-strict"
+    group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)  # rbac.authorization.k8s.io/v1 -> rbac-v1
+    try:
+        schema = utils.schema_contents(f"{folder}/{kind.lower()}-{group}.json", KUBERNETES_VERSION)
+    except (FileNotFoundError, utils.InvalidSchemaError, utils.VersionNotSupportedError):
+        return None
+    definitions = _k8s_definitions(folder)
+    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
+@lru_cache(maxsize=2)
+def _k8s_definitions(folder: str):
+    from kubernetes_validate import utils
+
+    return utils.schema_contents(f"{folder}/_definitions.json", KUBERNETES_VERSION)
+
+
 def _kubernetes(blocks: list[Block]) -> list[list[Finding]]:
-    import kubernetes_validate
+    import jsonschema
 
     from core.rewards.code_blocks import yaml_documents
 
@@ -137,14 +167,14 @@ def _kubernetes(blocks: list[Block]) -> list[list[Finding]]:
         for doc in yaml_documents(block.body):
             if not (isinstance(doc, dict) and isinstance(doc.get("apiVersion"), str) and isinstance(doc.get("kind"), str)):
                 continue
-            try:
-                kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
-            except kubernetes_validate.ValidationError as exc:
-                path = ".".join(str(p) for p in getattr(exc, "absolute_path", None) or [])
-                message = str(getattr(exc, "message", "") or "invalid").splitlines()[0]
-                found.append(Finding("kubernetes-validate", ERROR, f"{doc['kind']}: {path or '(root)'}: {message[:90]}"))
-            except (kubernetes_validate.SchemaNotFoundError, kubernetes_validate.InvalidSchemaError):
+            validator = _k8s_validator(doc["apiVersion"], doc["kind"])
+            if validator is None:
                 continue  # a custom resource: no schema to hold it to
+            error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+            if error is not None:
+                path = ".".join(str(p) for p in error.absolute_path)
+                message = str(error.message).splitlines()[0]
+                found.append(Finding("kubernetes-validate", ERROR, f"{doc['kind']}: {path or '(root)'}: {message[:90]}"))
         out.append(found)
     return out
 
@@ -232,7 +262,8 @@ VALIDATORS: dict[str, tuple[tuple[str, ...], Callable[[Block], bool] | None, Cal
     "shellcheck": (("shell",), None, _shellcheck, lambda: _binary("shellcheck") is not None),
     "hadolint": (("dockerfile",), None, _hadolint, lambda: _binary("hadolint") is not None),
     "actionlint": (("yaml",), _is_workflow, _actionlint, lambda: _binary("actionlint") is not None),
-    "kubernetes-validate": (("yaml", "json"), None, _kubernetes, lambda: _importable("kubernetes_validate")),
+    "kubernetes-validate": (("yaml", "json"), None, _kubernetes,
+                            lambda: _importable("kubernetes_validate") and _importable("jsonschema")),
     "yamllint": (("yaml",), None, _yamllint, lambda: _importable("yamllint")),
     "python-hcl2": (("hcl",), None, _hcl, lambda: _importable("hcl2")),
     "pglast": (("sql",), None, _sql, lambda: _importable("pglast") and _importable("sqlglot")),
