@@ -130,27 +130,62 @@ def _shlex_commands(line: str) -> tuple[list[list[str]], list[list[list[str]]]]:
     return [c for c in commands if c], pipelines
 
 
+# What only a real bash parser gets right; everything else is simple commands joined by | && || ;
+_COMPOUND = re.compile(r"(?:^|[\s;&|(])(?:if|for|while|until|case|function|select)\s|\$\(|`|<<|\(\)|\{\s|<\(")
+_OPERATORS = re.compile(r"\s*(\|\||&&|\||;|&)\s*")
+
+
+def _simple_commands(line: str) -> tuple[list[list[str]], list[list[list[str]]]]:
+    """A line of simple commands: split on operators (quotes kept together by shlex when there are any)."""
+    if "'" in line or '"' in line or "\\" in line:
+        return _shlex_commands(line)
+    commands: list[list[str]] = []
+    pipelines: list[list[list[str]]] = []
+    pipeline: list[list[str]] = []
+    parts = _OPERATORS.split(line)
+    for at in range(0, len(parts), 2):
+        words = parts[at].split()
+        operator = parts[at + 1] if at + 1 < len(parts) else ""
+        if words:
+            commands.append(words)
+            pipeline.append(words)
+        if operator != "|":
+            if len(pipeline) > 1:
+                pipelines.append(pipeline)
+            pipeline = []
+    return commands, pipelines
+
+
+_ARITHMETIC = re.compile(r"\$\(\((?:[^()]|\([^()]*\))*\)\)")
+
+
 @lru_cache(maxsize=2048)
 def parse_shell(script: str) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[tuple[str, ...], ...], ...]]:
     """(commands, pipelines) of a shell script: each command as its words (wrappers kept), each pipeline
-    as its commands. bashlex parses the script; what it cannot parse is split line by line with shlex."""
-    import bashlex
-
+    as its commands. bashlex parses the script (comments dropped, `$((...))`, which it does not implement,
+    read as a number); what it cannot parse is split line by line with shlex."""
+    lines = _logical_lines(script)
     commands: list[list[str]] = []
     pipelines: list[list[list[str]]] = []
+    if not _COMPOUND.search("\n".join(lines)):
+        # no loops, conditions, functions, substitutions or here-documents: a line splits as bash would
+        for line in lines:
+            more_commands, more_pipelines = _simple_commands(line)
+            commands.extend(more_commands)
+            pipelines.extend(more_pipelines)
+        return (tuple(tuple(c) for c in commands if c),
+                tuple(tuple(tuple(c) for c in p) for p in pipelines if len(p) > 1))
+    import bashlex
+
     try:
-        for node in bashlex.parse(script):
+        for node in bashlex.parse(_ARITHMETIC.sub("0", "\n".join(lines))):
             _walk_bash(node, commands, pipelines)
-    except Exception:  # bashlex raises its own errors and others on odd input: fall back line by line
+    except Exception:  # bashlex raises its own errors and others on odd input
         commands, pipelines = [], []
-        for line in _logical_lines(script):
-            try:
-                for node in bashlex.parse(line):
-                    _walk_bash(node, commands, pipelines)
-            except Exception:
-                more_commands, more_pipelines = _shlex_commands(line)
-                commands.extend(more_commands)
-                pipelines.extend(more_pipelines)
+        for line in lines:
+            more_commands, more_pipelines = _shlex_commands(line)
+            commands.extend(more_commands)
+            pipelines.extend(more_pipelines)
     return (tuple(tuple(c) for c in commands if c),
             tuple(tuple(tuple(c) for c in p) for p in pipelines if len(p) > 1))
 
