@@ -50,7 +50,10 @@ def _literal_secret(value: Any) -> bool:
         return False
     if _PLACEHOLDER_VALUE.match(value) or _FROM_ENV.search(value):
         return False
-    return not (value.isupper() and "_" in value)  # DB_PASSWORD_FROM_SECRET-style names
+    if value.isupper() and "_" in value:
+        return False  # DB_PASSWORD_FROM_SECRET-style names
+    # a short all-lowercase word is a keyword or an enum value (`secrets: inherit`, `auth: required`)
+    return len(value) >= 16 or not (value.isalpha() and value.islower())
 
 
 def _secret_name(name: Any) -> bool:
