@@ -63,13 +63,14 @@ def _print_rubric(rubric: dict) -> None:
         print("rubric        none (the task has no rubric: the six dimensions decide)")
         return
     print(f"rubric        {rubric['score']:.3f}  (decides {rubric['share']:.0%} of the reward; the dimensions count in proportion)")
-    print("\ncriterion                     status   score  weight  evidence")
-    for item in rubric["criteria"]:
-        label = ("forbid " if item["forbid"] else "") + item["id"]
+    labels = [("forbid " if item["forbid"] else "") + item["id"] for item in rubric["criteria"]]
+    width = max(map(len, labels), default=9)
+    print(f"\n  {'criterion':<{width}} status   score  weight  evidence")
+    for label, item in zip(labels, rubric["criteria"]):
         evidence = item["evidence"] or ["-"]
-        print(f"  {label[:28]:<28} {item['status']:<8} {item['score']:5.2f}  {item['weight']:5.1f}   {evidence[0]}")
+        print(f"  {label:<{width}} {item['status']:<8} {item['score']:5.2f}  {item['weight']:5.1f}   {evidence[0]}")
         for line in evidence[1:2]:
-            print(f"  {'':<28} {'':<8} {'':5}  {'':5}   {line}")
+            print(f"  {'':<{width}} {'':<8} {'':5}  {'':5}   {line}")
 
 
 @reward_app.command("score")
