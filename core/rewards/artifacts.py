@@ -165,27 +165,33 @@ def parse_shell(script: str) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[t
     as its commands. bashlex parses the script (comments dropped, `$((...))`, which it does not implement,
     read as a number); what it cannot parse is split line by line with shlex."""
     lines = _logical_lines(script)
-    commands: list[list[str]] = []
-    pipelines: list[list[list[str]]] = []
     if not _COMPOUND.search("\n".join(lines)):
         # no loops, conditions, functions, substitutions or here-documents: a line splits as bash would
-        for line in lines:
-            more_commands, more_pipelines = _simple_commands(line)
-            commands.extend(more_commands)
-            pipelines.extend(more_pipelines)
-        return (tuple(tuple(c) for c in commands if c),
-                tuple(tuple(tuple(c) for c in p) for p in pipelines if len(p) > 1))
+        return _line_by_line(lines, _simple_commands)
     import bashlex
 
+    commands: list[list[str]] = []
+    pipelines: list[list[list[str]]] = []
     try:
         for node in bashlex.parse(_ARITHMETIC.sub("0", "\n".join(lines))):
             _walk_bash(node, commands, pipelines)
     except Exception:  # bashlex raises its own errors and others on odd input
-        commands, pipelines = [], []
-        for line in lines:
-            more_commands, more_pipelines = _shlex_commands(line)
-            commands.extend(more_commands)
-            pipelines.extend(more_pipelines)
+        return _line_by_line(lines, _shlex_commands)
+    return _frozen(commands, pipelines)
+
+
+def _line_by_line(lines: list[str], split) -> tuple:
+    commands: list[list[str]] = []
+    pipelines: list[list[list[str]]] = []
+    for line in lines:
+        more_commands, more_pipelines = split(line)
+        commands.extend(more_commands)
+        pipelines.extend(more_pipelines)
+    return _frozen(commands, pipelines)
+
+
+def _frozen(commands: list[list[str]], pipelines: list[list[list[str]]]) -> tuple:
+    """Hashable (commands, pipelines of two or more commands), as `parse_shell` caches them."""
     return (tuple(tuple(c) for c in commands if c),
             tuple(tuple(tuple(c) for c in p) for p in pipelines if len(p) > 1))
 

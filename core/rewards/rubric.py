@@ -92,6 +92,16 @@ class ConceptCheck:
         return Outcome(min(1.0, met / self.need), evidence)
 
 
+def _tally(items: list, find) -> Outcome:
+    """The share of assertions that hold; `find(item)` gives (evidence when it holds or None, evidence when not)."""
+    met, evidence = 0, []
+    for item in items:
+        hit, miss = find(item)
+        met += hit is not None
+        evidence.append(miss if hit is None else hit)
+    return Outcome(met / len(items), evidence)
+
+
 def _truthy(value: Any) -> bool:
     """JMESPath's truth, except that a list of only false values (`[[], null]`, what a projection over
     documents without a match returns) is no match either."""
@@ -113,15 +123,9 @@ class QueryCheck:
             [("HCL", view.artifacts.hcl)] if view.artifacts.hcl is not None else [])
         if self.source == "hcl" and "python-hcl2" in view.artifacts.missing:
             return Outcome(0.0, ["skipped: python-hcl2 is not installed"])
-        met, evidence = 0, []
-        for text, compiled in self.queries:
-            where = next((label for label, doc in docs if _truthy(_search(compiled, doc))), None)
-            if where is None:
-                evidence.append(f"no {self.source.upper()} document has `{text}`")
-            else:
-                met += 1
-                evidence.append(f"{where}: `{text}`")
-        return Outcome(met / len(self.queries), evidence)
+        return _tally(self.queries, lambda query: (
+            next((f"{label}: `{query[0]}`" for label, doc in docs if _truthy(_search(query[1], doc))), None),
+            f"no {self.source.upper()} document has `{query[0]}`"))
 
 
 def _search(compiled: Any, doc: Any) -> Any:
@@ -141,15 +145,9 @@ class SqlCheck:
         statements = view.artifacts.sql
         if "sqlglot" in view.artifacts.missing:
             return Outcome(0.0, ["skipped: sqlglot is not installed"])
-        met, evidence = 0, []
-        for raw, pattern in self.patterns:
-            hit = next((s for s in statements if pattern in s[0] or pattern in s[1]), None)
-            if hit is None:
-                evidence.append(f"no parsed SQL statement has `{raw}`")
-            else:
-                met += 1
-                evidence.append(f"SQL: `{_short(hit[1], 70)}`")
-        return Outcome(met / len(self.patterns), evidence)
+        return _tally(self.patterns, lambda pattern: (
+            next((f"SQL: `{_short(s[1], 70)}`" for s in statements if pattern[1] in s[0] or pattern[1] in s[1]), None),
+            f"no parsed SQL statement has `{pattern[0]}`"))
 
 
 @dataclass
@@ -231,29 +229,22 @@ class DockerfileCheck:
 
     def run(self, view: _View) -> Outcome:
         files = view.artifacts.dockerfiles
-        met, evidence = 0, []
-        for a in self.assertions:
-            hit = None
-            for instructions in files:
-                if a.instruction is None:
-                    if sum(word == "FROM" for word, _ in instructions) >= a.stages:
-                        hit = f"{sum(word == 'FROM' for word, _ in instructions)} stages"
-                        break
-                    continue
-                scope = instructions
-                if a.final:
-                    starts = [i for i, (word, _) in enumerate(instructions) if word == "FROM"]
-                    scope = instructions[starts[-1]:] if starts else instructions
-                found = [(w, args) for w, args in scope if w == a.instruction and (a.regex is None or a.regex.search(args))]
-                if found:
-                    hit = f"{found[-1][0]} {_short(found[-1][1], 60)}"
-                    break
-            if hit is None:
-                evidence.append(f"no Dockerfile has `{a.raw}`")
-            else:
-                met += 1
-                evidence.append(f"Dockerfile: {hit}")
-        return Outcome(met / len(self.assertions), evidence)
+        return _tally(self.assertions, lambda a: (
+            next(filter(None, (_docker_hit(a, instructions) for instructions in files)), None),
+            f"no Dockerfile has `{a.raw}`"))
+
+
+def _docker_hit(a: DockerAssertion, instructions: list[tuple[str, str]]) -> str | None:
+    """Where one Dockerfile meets the assertion, or None."""
+    if a.instruction is None:
+        stages = sum(word == "FROM" for word, _ in instructions)
+        return f"Dockerfile: {stages} stages" if stages >= a.stages else None
+    scope = instructions
+    if a.final:
+        starts = [i for i, (word, _) in enumerate(instructions) if word == "FROM"]
+        scope = instructions[starts[-1]:] if starts else instructions
+    found = [(w, args) for w, args in scope if w == a.instruction and (a.regex is None or a.regex.search(args))]
+    return f"Dockerfile: {found[-1][0]} {_short(found[-1][1], 60)}" if found else None
 
 
 @dataclass
@@ -263,16 +254,10 @@ class PatternCheck:
     regexes: list[tuple[str, re.Pattern]]
 
     def run(self, view: _View) -> Outcome:
-        met, evidence, in_code = 0, [], False
-        for raw, regex in self.regexes:
-            hit = view.find_regex(regex)
-            if hit is None:
-                evidence.append(f"no match for /{raw}/")
-            else:
-                met += 1
-                in_code = in_code or hit[1]
-                evidence.append(f"/{raw}/ in {hit[0]}")
-        return Outcome(met / len(self.regexes), evidence, grounded=in_code)
+        hits = {raw: view.find_regex(regex) for raw, regex in self.regexes}
+        outcome = _tally(list(hits), lambda raw: (f"/{raw}/ in {hits[raw][0]}" if hits[raw] else None, f"no match for /{raw}/"))
+        outcome.grounded = any(hit and hit[1] for hit in hits.values())
+        return outcome
 
 
 @dataclass

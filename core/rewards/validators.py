@@ -83,32 +83,31 @@ def _run_files(argv: list[str], blocks: list[Block], suffix: str) -> tuple[str, 
         return result.stdout, names
 
 
-def _shellcheck(blocks: list[Block]) -> list[list[Finding]]:
-    binary = _binary("shellcheck")
-    out: list[list[Finding]] = [[] for _ in blocks]
-    stdout, names = _run_files([binary, "-f", "json1", "-S", "warning", "-s", "bash", "-e", _SHELLCHECK_EXCLUDE],
-                               blocks, ".sh")
-    for comment in (json.loads(stdout or "{}").get("comments") or []):
-        index = names.get(comment.get("file"))
-        level = _SHELLCHECK_LEVELS.get(comment.get("level"))
+def _collect(tool: str, items: list[dict], names: dict[str, int], count: int, file_key: str,
+             levels: dict[str, str], describe) -> list[list[Finding]]:
+    """Findings per block from a tool's JSON items (each naming its file and level)."""
+    out: list[list[Finding]] = [[] for _ in range(count)]
+    for item in items:
+        index = names.get(item.get(file_key))
+        level = levels.get(item.get("level", "error"))
         if index is not None and level:
-            out[index].append(Finding("shellcheck", level, f"SC{comment.get('code')} line {comment.get('line')}: "
-                                                            f"{comment.get('message', '')[:90]}"))
+            out[index].append(Finding(tool, level, describe(item)[:140]))
     return out
+
+
+def _shellcheck(blocks: list[Block]) -> list[list[Finding]]:
+    stdout, names = _run_files([_binary("shellcheck"), "-f", "json1", "-S", "warning", "-s", "bash",
+                                "-e", _SHELLCHECK_EXCLUDE], blocks, ".sh")
+    items = json.loads(stdout or "{}").get("comments") or []
+    return _collect("shellcheck", items, names, len(blocks), "file", _SHELLCHECK_LEVELS,
+                    lambda c: f"SC{c.get('code')} line {c.get('line')}: {c.get('message', '')[:90]}")
 
 
 def _hadolint(blocks: list[Block]) -> list[list[Finding]]:
-    binary = _binary("hadolint")
-    out: list[list[Finding]] = [[] for _ in blocks]
     ignores = [arg for rule in _HADOLINT_IGNORE for arg in ("--ignore", rule)]
-    stdout, names = _run_files([binary, "-f", "json", "--no-fail", *ignores], blocks, ".Dockerfile")
-    for item in json.loads(stdout or "[]"):
-        index = names.get(item.get("file"))
-        level = _HADOLINT_LEVELS.get(item.get("level"))
-        if index is not None and level:
-            out[index].append(Finding("hadolint", level, f"{item.get('code')} line {item.get('line')}: "
-                                                          f"{item.get('message', '')[:90]}"))
-    return out
+    stdout, names = _run_files([_binary("hadolint"), "-f", "json", "--no-fail", *ignores], blocks, ".Dockerfile")
+    return _collect("hadolint", json.loads(stdout or "[]"), names, len(blocks), "file", _HADOLINT_LEVELS,
+                    lambda i: f"{i.get('code')} line {i.get('line')}: {i.get('message', '')[:90]}")
 
 
 def _is_workflow(block: Block) -> bool:
@@ -116,14 +115,9 @@ def _is_workflow(block: Block) -> bool:
 
 
 def _actionlint(blocks: list[Block]) -> list[list[Finding]]:
-    binary = _binary("actionlint")
-    out: list[list[Finding]] = [[] for _ in blocks]
-    stdout, names = _run_files([binary, "-format", "{{json .}}", "-no-color"], blocks, ".yaml")
-    for item in json.loads(stdout or "[]") or []:
-        index = names.get(item.get("filepath"))
-        if index is not None:
-            out[index].append(Finding("actionlint", ERROR, f"line {item.get('line')}: {item.get('message', '')[:90]}"))
-    return out
+    stdout, names = _run_files([_binary("actionlint"), "-format", "{{json .}}", "-no-color"], blocks, ".yaml")
+    return _collect("actionlint", json.loads(stdout or "[]") or [], names, len(blocks), "filepath", {"error": ERROR},
+                    lambda i: f"line {i.get('line')}: {i.get('message', '')[:90]}")
 
 
 @lru_cache(maxsize=256)
