@@ -34,8 +34,9 @@ TASK_TYPES: tuple[str, ...] = (
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
 REQUIRED_KEYS = ("id", "type", "difficulty", "desc", "expected_outputs", "reference_answer")
 ALLOWED_KEYS = frozenset((*REQUIRED_KEYS, "rubric"))
-# Every task of the task set must carry a rubric (a single --task-file may leave it out).
-RUBRIC_REQUIRED = False
+# `tasks validate` requires a rubric on every task of the task set (tasks/data); a user's own task files
+# and a single --task-file may leave it out (the reward then falls back to the six dimensions).
+RUBRIC_REQUIRED = True
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{1,63}$")
 EXPECTED_OUTPUTS_RANGE = (3, 6)
 
@@ -207,7 +208,7 @@ def _task_files(paths: Iterable[Path | str] | None) -> list[Path]:
     return files
 
 
-def _load(paths: Iterable[Path | str] | None) -> tuple[list[Task], list[str]]:
+def _load(paths: Iterable[Path | str] | None, *, strict: bool = False) -> tuple[list[Task], list[str]]:
     problems = _Problems()
     tasks: list[Task] = []
     first_seen: dict[str, str] = {}
@@ -226,7 +227,7 @@ def _load(paths: Iterable[Path | str] | None) -> tuple[list[Task], list[str]]:
             continue
         for item, item_node in zip(data, node.value):
             task = _check_task(path, item, item_node, problems, require_reference=True, strict_outputs=True,
-                               require_rubric=RUBRIC_REQUIRED)
+                               require_rubric=strict and RUBRIC_REQUIRED and path.resolve().parent == DATA_DIR.resolve())
             if task is None:
                 continue
             if task.id in first_seen:
@@ -238,8 +239,9 @@ def _load(paths: Iterable[Path | str] | None) -> tuple[list[Task], list[str]]:
 
 
 def validate_task_files(paths: Iterable[Path | str] | None = None) -> list[str]:
-    """Every problem in the task files, one `file:line: message` string each (empty when valid)."""
-    return _load(paths)[1]
+    """Every problem in the task files, one `file:line: message` string each (empty when valid); tasks of
+    the task set (tasks/data) must carry a rubric."""
+    return _load(paths, strict=True)[1]
 
 
 @lru_cache(maxsize=8)
