@@ -1,9 +1,11 @@
-"""Reward throughput: answers scored per second on one core, for the task set's reference answers and
-for synthetic 1-6 KB answers with code blocks (all distinct, so no cache helps). Goal: >= 1,000/s.
+"""Reward throughput, in two tiers. Parsing and rubric tier (validators off): answers scored per second on
+one core (CPU time, best of three), for synthetic 1-6 KB answers with code blocks (all distinct, so no cache
+helps) and the task set's reference answers; goal >= 1,000/s. Validator tier: fresh answers per second on
+2 worker processes with every external validator (wall time, batches as a scoring pool sends them); goal
+>= 100/s. Plus each validator's cost per block.
 
-CPU time (`time.process_time`), best of three runs, so a busy shared machine distorts the figure less.
-`--against REV` instead times this tree against git revision REV in one process, interleaved every 10
-answers, so both builds see the same load.
+`--against REV` instead times this tree's parsing and rubric tier against git revision REV's reward in one
+process, interleaved every 10 answers, so both builds see the same load (the old reward is the peer).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 GOAL = 1000.0
+VALIDATOR_GOAL = 100.0
+WORKERS = 2
 
 _SENTENCES = [
     "Roll out the change with a canary at {n}% of traffic so that a bad build only reaches a few users.",
@@ -94,17 +98,71 @@ def _best_of(repeats: int, measure) -> float:
 
 
 def _throughput(pairs: list[tuple[str, object]]) -> float:
+    """Parsing and rubric tier: CPU time per answer on one core, no external validators."""
     from core.rewards import score
-    from core.rewards.code_blocks import _yaml_findings
+    from core.rewards.code_blocks import _yaml_findings, yaml_documents
 
     def once() -> float:
         _yaml_findings.cache_clear()  # every run parses its YAML, as fresh rollouts would
+        yaml_documents.cache_clear()
         started = time.process_time()
         for answer, task in pairs:
-            score(answer, task)
+            score(answer, task, validators=False)
         return len(pairs) / max(time.process_time() - started, 1e-9)
 
     return _best_of(3, once)
+
+
+def _score_chunk(chunk: list[tuple[str, dict]]) -> float:
+    """One worker's batch with every validator (runs in a pool process); returns its wall time."""
+    from core.rewards import score_batch
+
+    started = time.perf_counter()
+    score_batch(chunk)
+    return time.perf_counter() - started
+
+
+def _validator_tier(pairs: list[tuple[str, object]]) -> float:
+    """Fresh answers per second on WORKERS processes, every validator on, in batches of 32 (a GRPO step's
+    rollouts spread over the pool): wall time, after one warm-up batch per worker."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    jobs = [(answer, task.to_dict()) for answer, task in pairs]
+    chunks = [jobs[i:i + 32] for i in range(0, len(jobs), 32)]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=WORKERS, mp_context=context) as pool:
+        warm = [[(f"```bash\nset -euo pipefail\necho warm {w}\n```", jobs[0][1])] for w in range(WORKERS)]
+        list(pool.map(_score_chunk, warm))  # imports and validator start-up, once per worker
+        started = time.perf_counter()
+        list(pool.map(_score_chunk, chunks))
+        return len(jobs) / (time.perf_counter() - started)
+
+
+def _validator_costs(answers: list[str]) -> list[dict]:
+    """Milliseconds per block for each validator, on the synthetic answers' blocks, in one batch each."""
+    from core.rewards import validators as v
+    from core.rewards.code_blocks import check_block, split_fences
+
+    blocks = [v.Block(r.kind, p.body) for a in answers for p in split_fences(a) if p.lang
+              for r in [check_block(p)] if r.valid]
+    rows = []
+    for name in v.VALIDATORS:
+        wanted = [b for b in blocks if v._wanted(name, b)][:120]
+        if not wanted:
+            continue
+        if not v.available(name):
+            rows.append({"benchmark": "reward", "figure": f"validator {name}: not installed (skipped)", "value": None,
+                         "unit": "ms/block", "goal": "-"})
+            continue
+        v.clear_cache()
+        started = time.perf_counter()
+        v.prefetch(wanted, only=[name])
+        ms = (time.perf_counter() - started) * 1000 / len(wanted)
+        rows.append({"benchmark": "reward", "figure": f"validator {name}: {len(wanted)} {wanted[0].kind} blocks, one batch",
+                     "value": round(ms, 2), "unit": "ms/block", "peer": None, "yardstick": "",
+                     "ratio": None, "goal": "budget 10 ms/answer/core"})
+    return rows
 
 
 def _yaml_only(answers: list[str]) -> float:
@@ -126,25 +184,42 @@ def _yaml_only(answers: list[str]) -> float:
     return _best_of(3, once)
 
 
-def run() -> list[dict]:
+# Loads every parser once (bashlex builds its yacc tables on import: half a second) before any timing.
+WARM_UP = ("Warm up:\n\n```bash\nfor n in a b; do\n  kubectl drain \"$n\"\ndone\n```\n\n"
+           "```hcl\nresource \"aws_s3_bucket\" \"b\" {\n  bucket = \"b\"\n}\n```\n\n```sql\nSELECT 1;\n```\n")
+
+
+def _rubric_pairs(answers: list[str]) -> tuple[list, list]:
+    """(synthetic answer, task) pairs over the tasks that have a rubric, and those tasks' references."""
     import tasks
+
+    graded = [t for t in tasks.load_tasks() if t.rubric] or tasks.load_tasks()
+    return [(a, graded[i % len(graded)]) for i, a in enumerate(answers)], [(t.reference_answer, t) for t in graded]
+
+
+def run() -> list[dict]:
     from core.rewards import score
 
-    all_tasks = tasks.load_tasks()
-    score("warm-up", all_tasks[0])  # imports, weights file, compiled patterns
     synthetic = synthetic_answers()
-    pairs = [(answer, all_tasks[i % len(all_tasks)]) for i, answer in enumerate(synthetic)]
-    references = [(t.reference_answer, t) for t in all_tasks]
+    pairs, references = _rubric_pairs(synthetic)
+    for task in {t.id: t for _, t in pairs}.values():  # imports, parsers, weights file, compiled rubrics
+        score(WARM_UP, task, validators=False)
     kb = sum(len(a) for a in synthetic) / len(synthetic) / 1024
     rows = []
     for figure, data in (
-        (f"answers/s, synthetic 1-6 KB with code (mean {kb:.1f} KB)", pairs),
-        (f"answers/s, {len(references)} reference answers", references),
+        (f"parsing+rubric tier, answers/s/core, synthetic 1-6 KB with code (mean {kb:.1f} KB)", pairs),
+        (f"parsing+rubric tier, answers/s/core, {len(references)} reference answers", references),
     ):
         value = _throughput(data)
         rows.append({"benchmark": "reward", "figure": figure, "value": round(value, 1), "unit": "answers/s",
                      "peer": GOAL, "yardstick": "goal 1,000/s on one core", "ratio": round(value / GOAL, 2),
                      "goal": ">= 1000"})
+    fresh = synthetic_answers(count=256, seed=1)  # blocks no earlier run has seen
+    tier = _validator_tier(_rubric_pairs(fresh)[0])
+    rows.append({"benchmark": "reward", "figure": f"validator tier, fresh answers/s on {WORKERS} processes (all validators)",
+                 "value": round(tier, 1), "unit": "answers/s", "peer": VALIDATOR_GOAL,
+                 "yardstick": f"goal 100/s on {WORKERS} cores", "ratio": round(tier / VALIDATOR_GOAL, 2), "goal": ">= 100"})
+    rows.extend(_validator_costs(fresh))
     peer = _yaml_only(synthetic)
     rows.append({"benchmark": "reward", "figure": "peer: PyYAML safe_load_all of the same yaml blocks only",
                  "value": round(peer, 1), "unit": "answers/s", "peer": round(rows[0]["value"], 1),
@@ -166,6 +241,14 @@ def _score_of(root: Path):
     return score, _yaml_findings
 
 
+def _rules_only(score):
+    """The parsing and rubric tier of a build: `validators=False` where the build has external validators."""
+    import functools
+    import inspect
+
+    return functools.partial(score, validators=False) if "validators" in inspect.signature(score).parameters else score
+
+
 def compare(revision: str, rounds: int = 4) -> list[dict]:
     """This tree's reward against `revision`'s, interleaved in one process (the peer is the old build)."""
     import io
@@ -173,23 +256,23 @@ def compare(revision: str, rounds: int = 4) -> list[dict]:
     import tarfile
     import tempfile
 
-    import tasks
-
     repo = Path(__file__).resolve().parents[1]
     archive = subprocess.run(["git", "-C", str(repo), "archive", revision, "core"], check=True,
                              capture_output=True).stdout
-    all_tasks = tasks.load_tasks()
+    pairs, references = _rubric_pairs(synthetic_answers())
     data_sets = (
-        ("synthetic 1-6 KB with code", [(a, all_tasks[i % len(all_tasks)]) for i, a in enumerate(synthetic_answers())]),
-        (f"{len(all_tasks)} reference answers", [(t.reference_answer, t) for t in all_tasks]),
+        ("synthetic 1-6 KB with code, tasks with a rubric", pairs),
+        (f"{len(references)} reference answers (tasks with a rubric)", references),
     )
     rows = []
     with tempfile.TemporaryDirectory() as old_root:  # kept until the end: the old build may import lazily
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(old_root, filter="data")
         builds = {"old": _score_of(Path(old_root)), "new": _score_of(repo)}
+        builds = {name: (_rules_only(fn), cache) for name, (fn, cache) in builds.items()}
         for score, _ in builds.values():
-            score("warm-up", all_tasks[0])
+            for _, task in references:
+                score(WARM_UP, task)
         for figure, data in data_sets:
             spent = {"old": 0.0, "new": 0.0}
             for rnd in range(rounds):

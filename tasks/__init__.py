@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,10 @@ TASK_TYPES: tuple[str, ...] = (
 )
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
 REQUIRED_KEYS = ("id", "type", "difficulty", "desc", "expected_outputs", "reference_answer")
-ALLOWED_KEYS = frozenset(REQUIRED_KEYS)
+ALLOWED_KEYS = frozenset((*REQUIRED_KEYS, "rubric"))
+# `tasks validate` requires a rubric on every task of the task set (tasks/data); a user's own task files
+# and a single --task-file may leave it out (the reward then falls back to the six dimensions).
+RUBRIC_REQUIRED = True
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{1,63}$")
 EXPECTED_OUTPUTS_RANGE = (3, 6)
 
@@ -49,6 +52,8 @@ class Task:
     expected_outputs: tuple[str, ...]
     reference_answer: str | None = None
     source: str = ""
+    # The grading criteria (see docs/reward.md, "Writing a rubric"); mappings as written in the file.
+    rubric: tuple[Mapping[str, Any], ...] = field(default=(), hash=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The task as its YAML mapping (without `source`)."""
@@ -61,6 +66,10 @@ class Task:
         }
         if self.reference_answer is not None:
             data["reference_answer"] = self.reference_answer
+        if self.rubric:
+            import copy
+
+            data["rubric"] = copy.deepcopy(list(self.rubric))
         return data
 
 
@@ -95,7 +104,8 @@ def _parse_yaml(path: Path, problems: _Problems):
 
 
 def _check_task(
-    path: Path, data: Any, node: Any, problems: _Problems, *, require_reference: bool, strict_outputs: bool
+    path: Path, data: Any, node: Any, problems: _Problems, *, require_reference: bool, strict_outputs: bool,
+    require_rubric: bool = False,
 ) -> Task | None:
     """Validate one task mapping against the schema; returns the Task or None when it has problems."""
     start = len(problems.lines)
@@ -114,7 +124,7 @@ def _check_task(
         if key not in ALLOWED_KEYS:
             problems.add(
                 path, key_lines.get(str(key), line),
-                f"{label}: unknown key '{key}' (allowed: {', '.join(REQUIRED_KEYS)}){did_you_mean(str(key), ALLOWED_KEYS)}",
+                f"{label}: unknown key '{key}' (allowed: {', '.join((*REQUIRED_KEYS, 'rubric'))}){did_you_mean(str(key), ALLOWED_KEYS)}",
             )
     required = REQUIRED_KEYS if require_reference else REQUIRED_KEYS[:-1]
     for key in required:
@@ -144,6 +154,11 @@ def _check_task(
     reference = data.get("reference_answer")
     if reference is not None and not (isinstance(reference, str) and reference.strip()):
         problems.add(path, at("reference_answer"), f"{label}: key 'reference_answer': must be a non-empty string")
+    rubric = data.get("rubric")
+    if "rubric" in data:
+        _check_rubric(path, rubric, _value_node(node, "rubric"), at("rubric"), label, problems)
+    elif require_rubric:
+        problems.add(path, line, f"{label}: missing key 'rubric' (4-10 grading criteria; see docs/reward.md, 'Writing a rubric')")
     if len(problems.lines) > start:
         return None
     return Task(
@@ -154,7 +169,27 @@ def _check_task(
         expected_outputs=tuple(o.strip() for o in outputs),
         reference_answer=reference.strip() if isinstance(reference, str) else None,
         source=f"{path}:{line}",
+        rubric=tuple(rubric or ()),
     )
+
+
+def _value_node(node: Any, key: str) -> Any:
+    for key_node, value_node in getattr(node, "value", []):
+        if str(getattr(key_node, "value", "")) == key:
+            return value_node
+    return None
+
+
+def _check_rubric(path: Path, rubric: Any, node: Any, line: int, label: str, problems: _Problems) -> None:
+    """The rubric's problems, each at the line of its criterion."""
+    from core.rewards.rubric import rubric_problems
+
+    items = getattr(node, "value", None) if node is not None else None
+    for index, message in rubric_problems(rubric):
+        where = line
+        if index is not None and isinstance(items, list) and index < len(items):
+            where = items[index].start_mark.line + 1
+        problems.add(path, where, f"{label}: key 'rubric': {message}")
 
 
 def _task_files(paths: Iterable[Path | str] | None) -> list[Path]:
@@ -169,7 +204,7 @@ def _task_files(paths: Iterable[Path | str] | None) -> list[Path]:
     return files
 
 
-def _load(paths: Iterable[Path | str] | None) -> tuple[list[Task], list[str]]:
+def _load(paths: Iterable[Path | str] | None, *, strict: bool = False) -> tuple[list[Task], list[str]]:
     problems = _Problems()
     tasks: list[Task] = []
     first_seen: dict[str, str] = {}
@@ -187,7 +222,8 @@ def _load(paths: Iterable[Path | str] | None) -> tuple[list[Task], list[str]]:
             problems.add(path, 1, "a task file must be a YAML list of tasks (each item starting with '- id: ...')")
             continue
         for item, item_node in zip(data, node.value):
-            task = _check_task(path, item, item_node, problems, require_reference=True, strict_outputs=True)
+            task = _check_task(path, item, item_node, problems, require_reference=True, strict_outputs=True,
+                               require_rubric=strict and RUBRIC_REQUIRED and path.resolve().parent == DATA_DIR.resolve())
             if task is None:
                 continue
             if task.id in first_seen:
@@ -199,8 +235,9 @@ def _load(paths: Iterable[Path | str] | None) -> tuple[list[Task], list[str]]:
 
 
 def validate_task_files(paths: Iterable[Path | str] | None = None) -> list[str]:
-    """Every problem in the task files, one `file:line: message` string each (empty when valid)."""
-    return _load(paths)[1]
+    """Every problem in the task files, one `file:line: message` string each (empty when valid); tasks of
+    the task set (tasks/data) must carry a rubric."""
+    return _load(paths, strict=True)[1]
 
 
 @lru_cache(maxsize=8)

@@ -92,7 +92,7 @@ def test_breakdown_has_every_dimension_and_penalty_in_range(probe_task):
     result = score(probe_task.reference_answer, probe_task)
     assert isinstance(result, RewardBreakdown)
     data = result.to_dict()
-    assert list(data) == ["final_reward", "dimensions", "penalties", "evidence"]
+    assert list(data) == ["final_reward", "dimensions", "penalties", "evidence", "rubric"]
     assert list(data["dimensions"]) == list(DIMENSIONS)
     assert list(data["penalties"]) == list(PENALTIES)
     assert all(0.0 <= v <= 1.0 for v in data["dimensions"].values())
@@ -103,7 +103,8 @@ def test_breakdown_has_every_dimension_and_penalty_in_range(probe_task):
 
 
 def test_a_plain_mapping_task_scores_like_the_task(probe_task):
-    mapping = {"type": probe_task.type, "expected_outputs": list(probe_task.expected_outputs)}
+    mapping = {"type": probe_task.type, "expected_outputs": list(probe_task.expected_outputs),
+               "rubric": [dict(c) for c in probe_task.rubric]}
     assert score(probe_task.reference_answer, mapping) == score(probe_task.reference_answer, probe_task)
     assert score(probe_task.reference_answer, probe_task.to_dict()).final_reward == score(
         probe_task.reference_answer, probe_task).final_reward
@@ -124,7 +125,9 @@ def test_weights_follow_the_task_type_and_overrides_renormalise(probe_task):
     assert abs(sum(weights_for("unknown-type").values()) - 1.0) < 1e-9
     only_security = score(probe_task.reference_answer, probe_task, weights={name: 0.0 for name in DIMENSIONS} | {"security": 1.0})
     plain = score(probe_task.reference_answer, probe_task)
-    assert only_security.final_reward == pytest.approx(plain.dimensions["security"] - sum(plain.penalties.values()), abs=1e-3)
+    rubric = plain.rubric["score"]
+    expected = 0.7 * rubric + 0.3 * rubric * plain.dimensions["security"] - sum(plain.penalties.values())
+    assert only_security.final_reward == pytest.approx(expected, abs=1e-3)
     with pytest.raises(UserError, match="unknown reward dimension 'securty'"):
         score("x", probe_task, weights={"securty": 1.0})
 

@@ -1,5 +1,5 @@
 """`devops-rl reward score` as a user runs it: a real subprocess per case, task from the task set or a
-file, answer from a file or stdin, JSON with exactly four keys, one-line errors with exit code 2.
+file, answer from a file or stdin, JSON with exactly five keys, one-line errors with exit code 2.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ def answer_file(tmp_path, task) -> Path:
     return path
 
 
-def test_json_has_exactly_the_four_keys_and_matches_the_api(task, answer_file):
+def test_json_has_exactly_the_five_keys_and_matches_the_api(task, answer_file):
     result = run_cli("--task", task.id, "--answer", str(answer_file), "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    assert list(data) == ["final_reward", "dimensions", "penalties", "evidence"]
+    assert list(data) == ["final_reward", "dimensions", "penalties", "evidence", "rubric"]
     assert data == json.loads(json.dumps(score(task.reference_answer, task).to_dict()))
 
 
@@ -85,3 +85,36 @@ def test_a_task_file_with_a_bad_key_names_the_file_line_and_key(tmp_path, answer
     assert result.returncode == 2
     assert f"{bad}:" in result.stderr and "expected_output" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_readable_breakdown_shows_the_rubric_table(task, answer_file):
+    result = run_cli("--task", task.id, "--answer", str(answer_file))
+    assert result.returncode == 0, result.stderr
+    assert "rubric        1.000" in result.stdout
+    for criterion in task.rubric:
+        assert criterion["id"] in result.stdout
+    assert "forbid no-dependency-in-liveness" in result.stdout and "passed" in result.stdout
+
+
+def test_audit_passes_on_tasks_with_a_rubric_and_reports_its_coverage():
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([str(CLI), "reward", "audit", "--task", "k8s-011", "--task", "cicd-005", "--json"],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    report = json.loads(result.stdout)
+    assert report["covered"] == 2 and report["failures"] == []
+    rows = {row["task"]: row for row in report["rows"]}
+    assert rows["k8s-011"]["excellent"]["gatekeeper instead of kyverno"] >= 0.6
+    assert all(value < rows["cicd-005"]["reference"] for value in rows["cicd-005"]["hacks"].values())
+    assert "reference + hostPID" in rows["cicd-005"]["hacks"]
+    table = subprocess.run([str(CLI), "reward", "audit", "--task", "k8s-003"], capture_output=True, text=True,
+                           timeout=300, env=env)
+    assert table.returncode == 0 and "covered 1 of 1 tasks" in table.stdout and "audit passed" in table.stdout
+
+
+def test_audit_fails_when_a_hack_reaches_the_reference():
+    from core.rewards.audit import audit
+
+    report = audit([tasks.get_task("k8s-003")], score=lambda answer, task: 0.9)  # a reward that cannot tell
+    assert any("scores 0.900 >= reference 0.900" in failure for failure in report.failures)
+    assert any("generic essay scores 0.900 > 0.3" in failure for failure in report.failures)

@@ -1,5 +1,6 @@
-"""Held-out check of the reward on tasks it was never calibrated on (tests/fixtures/rewards): expert >
-solid > generic > poor on every task, and keyword salads below the solid answer.
+"""Held-out check of the reward on tasks it was never calibrated on (tests/fixtures/rewards), with rubrics
+written from the task alone: expert > solid > generic >= poor on every task, and keyword salads below the
+solid answer.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ def test_there_are_at_least_six_new_tasks_none_of_them_in_the_task_set():
 def test_expert_beats_solid_beats_generic_beats_poor(task_dir):
     task = tasks.load_task_file(task_dir / "task.yaml")
     rewards = {level: score((task_dir / f"{level}.md").read_text(encoding="utf-8"), task).final_reward for level in LEVELS}
-    assert rewards["expert"] > rewards["solid"] > rewards["generic"] > rewards["poor"], rewards
-    assert rewards["expert"] >= 0.6, rewards
+    assert rewards["expert"] > rewards["solid"] > rewards["generic"] >= rewards["poor"], rewards
+    assert rewards["expert"] >= 0.7 and rewards["solid"] >= 0.5, rewards
+    assert rewards["generic"] <= 0.3, rewards  # generic advice does not solve the task: close to nothing
 
 
 @pytest.mark.parametrize("task_dir", TASK_DIRS, ids=lambda p: p.name)

@@ -1,7 +1,8 @@
-"""`devops-rl reward score`: score one answer against one task and show the breakdown.
+"""`devops-rl reward score` scores one answer against one task and shows the breakdown; `reward audit`
+runs the built-in hack suite over every task with a rubric and fails when a hack reaches the reference.
 
 The task comes from the task set (`--task ID`) or a YAML file (`--task-file`); the answer from a file
-or stdin (`--answer -`). `--json` prints exactly final_reward, dimensions, penalties and evidence.
+or stdin (`--answer -`). `--json` prints exactly final_reward, dimensions, penalties, evidence and rubric.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def _print_breakdown(task, result) -> None:
     weights = weights_for(task.type)
     print(f"task {task.id} ({task.type}, {task.difficulty})")
     print(f"final reward  {result.final_reward:.3f}")
+    _print_rubric(result.rubric)
     print("\ndimension          score  weight  evidence")
     for name, value in result.dimensions.items():
         evidence = result.evidence.get(name) or ["-"]
@@ -56,14 +58,29 @@ def _print_breakdown(task, result) -> None:
             print(f"  {'':<18} {line}")
 
 
+def _print_rubric(rubric: dict) -> None:
+    if rubric["score"] is None:
+        print("rubric        none (the task has no rubric: the six dimensions decide)")
+        return
+    print(f"rubric        {rubric['score']:.3f}  (decides {rubric['share']:.0%} of the reward; the dimensions count in proportion)")
+    labels = [("forbid " if item["forbid"] else "") + item["id"] for item in rubric["criteria"]]
+    width = max(map(len, labels), default=9)
+    print(f"\n  {'criterion':<{width}} status   score  weight  evidence")
+    for label, item in zip(labels, rubric["criteria"]):
+        evidence = item["evidence"] or ["-"]
+        print(f"  {label:<{width}} {item['status']:<8} {item['score']:5.2f}  {item['weight']:5.1f}   {evidence[0]}")
+        for line in evidence[1:2]:
+            print(f"  {'':<{width}} {'':<8} {'':5}  {'':5}   {line}")
+
+
 @reward_app.command("score")
 def score_command(
     answer: str = typer.Option(..., "--answer", help="File with the answer (markdown), or '-' to read stdin."),
     task_id: Optional[str] = typer.Option(None, "--task", help="Id of a task in tasks/data, e.g. k8s-001."),
     task_file: Optional[Path] = typer.Option(None, "--task-file", help="YAML file with one task (reference_answer optional)."),
-    as_json: bool = typer.Option(False, "--json", help="Print {final_reward, dimensions, penalties, evidence} as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print {final_reward, dimensions, penalties, evidence, rubric} as JSON."),
 ) -> None:
-    """Score one answer against one task: final reward, six dimensions, penalties and evidence."""
+    """Score one answer against one task: final reward, rubric criteria, six dimensions, penalties and evidence."""
     from core.errors import UserError
 
     if (task_id is None) == (task_file is None):
@@ -77,3 +94,49 @@ def score_command(
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
     else:
         _print_breakdown(task, result)
+
+
+@reward_app.command("audit")
+def audit_command(
+    task_ids: Optional[list[str]] = typer.Option(None, "--task", help="Only these task ids (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Score the hack suite, a plain answer and excellent answers with other tools on every task with a
+    rubric; exit 1 when a hack reaches a reference, an excellent answer scores < 0.6 or a reference < 0.7."""
+    from core.rewards.audit import HACKS, audit
+    from tasks import get_task, load_tasks
+
+    pool = load_tasks()
+    selected = [get_task(t, pool) for t in task_ids] if task_ids else pool
+    report = audit(selected)
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        _print_audit(report, len(HACKS))
+    if report.failures:
+        raise typer.Exit(1)
+
+
+def _print_audit(report, n_hacks: int) -> None:
+    print(f"{'task':<12} {'reference':>9} {'plain':>6} {'best hack':>6}  {'margin':>7}  {'excellent':>9}  result  (best hack)")
+    for row in report.rows:
+        name, value = row.best_hack
+        excellent = f"{min(row.excellent.values()):.3f}" if row.excellent else "-"
+        print(f"{row.task_id:<12} {row.reference:>9.3f} {row.plain:>6.3f} {value:>9.3f}  {row.reference - value:>+7.3f}  "
+              f"{excellent:>9}  {'FAIL' if row.failures else 'ok':<6}  ({name})")
+    worst: dict[str, float] = {}
+    for row in report.rows:
+        for name, value in row.hacks.items():
+            worst[name] = max(worst.get(name, 0.0), value)
+    print("\nhighest score of each hack over the covered tasks:")
+    for name, value in sorted(worst.items(), key=lambda item: -item[1]):
+        print(f"  {value:.3f}  {name}")
+    excellent = [(row.task_id, name, value) for row in report.rows for name, value in row.excellent.items()]
+    if excellent:
+        print("\nexcellent answers with another tool or terse (must score >= 0.6):")
+        for task_id, name, value in excellent:
+            print(f"  {value:.3f}  {task_id}: {name}")
+    print(f"\ncovered {len(report.rows)} of {report.total} tasks ({len(report.skipped)} without a rubric), {n_hacks} hacks each")
+    for failure in report.failures:
+        print(f"FAIL {failure}")
+    print("audit passed" if not report.failures else f"audit failed: {len(report.failures)} problem(s)")

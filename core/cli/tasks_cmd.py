@@ -70,7 +70,7 @@ def show_task(
     task_id: str = typer.Argument(..., help="Task id, e.g. k8s-001."),
     as_json: bool = typer.Option(False, "--json", help="Print the task as JSON."),
 ) -> None:
-    """Show one task: prompt, expected outputs and reference answer."""
+    """Show one task: prompt, expected outputs, rubric and reference answer."""
     from tasks import get_task
 
     task = get_task(task_id)
@@ -86,6 +86,12 @@ def show_task(
     console.print("\n[bold]Expected outputs[/]")
     for output in task.expected_outputs:
         console.print(f"  • {output}", markup=False)
+    if task.rubric:
+        console.print("\n[bold]Rubric[/] (what the reward checks; docs/reward.md)")
+        for criterion in task.rubric:
+            kind = "forbid " if "forbid" in (criterion.get("check") or {}) else ""
+            console.print(f"  • {kind}{criterion['id']} (weight {criterion.get('weight', 1)}): {criterion['description']}",
+                          markup=False)
     if task.reference_answer:
         console.print("\n[bold]Reference answer[/]")
         console.print(Markdown(task.reference_answer))

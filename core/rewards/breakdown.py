@@ -1,5 +1,6 @@
-"""`score(answer, task)`: the six dimensions, weighted per task type (weights.yaml), minus the named
-penalties, clamped to [0, 1], with the evidence for every figure in a `RewardBreakdown`.
+"""`score(answer, task)`: the task's rubric decides most of the reward; the six dimensions (weighted per
+task type, weights.yaml) count in proportion to the rubric score; minus the named penalties, clamped to
+[0, 1], with the evidence for every figure and every criterion in a `RewardBreakdown`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from typing import Any
 
 from core.errors import UserError
 from core.rewards import penalties as pen
+from core.rewards.artifacts import Artifacts
+from core.rewards.dangers import find_dangers, find_secrets
 from core.rewards.penalties import PENALTIES
+from core.rewards.rubric import compile_rubric, evaluate
 from core.rewards.signals import annotate, score_dimensions, score_expected
 from core.rewards.text import analyse
 
@@ -22,7 +26,11 @@ WEIGHTS_FILE = Path(__file__).with_name("weights.yaml")
 SECRET_SECURITY_FACTOR = 0.5  # each hard-coded secret halves the security dimension
 DANGER_SECURITY_FACTOR = 0.6
 SECRET_PENALTY = 0.15
-DANGER_PENALTY = 0.1
+DANGER_PENALTY = 0.15
+UNSAFE_RUBRIC_FACTOR = 0.8  # the rubric score, per secret or danger found (at most three times)
+# With a rubric: final = RUBRIC_SHARE * rubric + (1 - RUBRIC_SHARE) * rubric * dimensions - penalties, so
+# polished text that does not solve the task earns close to nothing.
+RUBRIC_SHARE = 0.7
 
 
 @dataclass
@@ -33,6 +41,9 @@ class RewardBreakdown:
     dimensions: dict[str, float]
     penalties: dict[str, float]
     evidence: dict[str, list[str]] = field(default_factory=dict)
+    # {"score": rubric score or None (the task has no rubric), "share": its weight in the final reward,
+    #  "criteria": [{"id", "description", "weight", "score", "status", "forbid", "evidence"}, ...]}
+    rubric: dict[str, Any] = field(default_factory=lambda: {"score": None, "share": 0.0, "criteria": []})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -40,6 +51,7 @@ class RewardBreakdown:
             "dimensions": dict(self.dimensions),
             "penalties": dict(self.penalties),
             "evidence": {k: list(v) for k, v in self.evidence.items()},
+            "rubric": {**self.rubric, "criteria": [dict(c, evidence=list(c["evidence"])) for c in self.rubric["criteria"]]},
         }
 
 
@@ -81,12 +93,13 @@ def weights_for(task_type: str, overrides: Mapping[str, float] | None = None) ->
     return row
 
 
-def _task_fields(task: Any) -> tuple[str, list[str]]:
+def _task_fields(task: Any) -> tuple[str, list[str], Any]:
     if isinstance(task, Mapping):
-        task_type, expected = task.get("type"), task.get("expected_outputs")
+        task_type, expected, rubric = task.get("type"), task.get("expected_outputs"), task.get("rubric")
         label = f"task '{task.get('id', '?')}'"
     else:
         task_type, expected = getattr(task, "type", None), getattr(task, "expected_outputs", None)
+        rubric = getattr(task, "rubric", None)
         label = f"task '{getattr(task, 'id', '?')}'"
     if not isinstance(task_type, str) or not task_type:
         raise UserError(f"{label}: key 'type' is missing; the reward needs the task type (e.g. kubernetes)")
@@ -94,7 +107,7 @@ def _task_fields(task: Any) -> tuple[str, list[str]]:
         expected = []
     if isinstance(expected, str) or not all(isinstance(e, str) for e in expected):
         raise UserError(f"{label}: key 'expected_outputs' must be a list of strings")
-    return task_type, [e for e in expected if e.strip()]
+    return task_type, [e for e in expected if e.strip()], rubric or None
 
 
 def strip_reasoning(answer: str) -> str:
@@ -107,16 +120,23 @@ def strip_reasoning(answer: str) -> str:
     return answer
 
 
-def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None) -> RewardBreakdown:
-    """Score one answer to one task (a `tasks.Task` or a mapping with `type` and `expected_outputs`).
+def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
+          judge: Mapping[str, float] | None = None, judge_weight: float = 0.0,
+          validators: bool = True) -> RewardBreakdown:
+    """Score one answer to one task (a `tasks.Task` or a mapping with `type`, `expected_outputs` and, for
+    the tasks of tasks/data, `rubric`).
 
     `weights` overrides some dimension weights of the task's type (e.g. from the training config).
-    Pure and deterministic: no network, no model, no randomness.
+    `judge` is an LLM judge's grade per rubric criterion id (see core.rewards.judge), blended into each
+    criterion's rule score with `judge_weight`. `validators=False` skips the external validators
+    (shellcheck, hadolint, kubernetes-validate, ...): the parsing and rubric tier only. Without a judge it
+    is deterministic and makes no network calls.
     """
-    task_type, expected = _task_fields(task)
+    task_type, expected, rubric = _task_fields(task)
     answer = strip_reasoning("" if answer is None else str(answer))
     weight = weights_for(task_type, weights)
     analysis = analyse(answer)
+    validator_notes, validator_secrets = _run_validators(analysis) if validators else ([], [])
     annotate(analysis.segments)
     dense = pen.mark_dense_segments(analysis)
 
@@ -140,11 +160,14 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None)
     penalty_values["degenerate"], evidence["degenerate"] = pen.degenerate(analysis)
     penalty_values["length"], evidence["length"] = pen.length(analysis)
     penalty_values["broken_code"], evidence["broken_code"] = pen.broken_code(analysis)
+    evidence["broken_code"].extend(validator_notes)
 
-    secrets = pen.hardcoded_secrets(analysis)
-    dangers = pen.dangerous_advice(analysis)
+    artifacts = Artifacts(analysis)
+    secrets = find_secrets(analysis, artifacts)
+    secrets += [s for s in validator_secrets if not any(s.split(" at ")[0].split(": ", 1)[-1] in f for f in secrets)][:3]
+    dangers = find_dangers(analysis, artifacts)
     penalty_values["hardcoded_secret"] = round(min(0.45, SECRET_PENALTY * len(secrets)), 4)
-    penalty_values["dangerous_advice"] = round(min(0.4, DANGER_PENALTY * len(dangers)), 4)
+    penalty_values["dangerous_advice"] = round(min(0.45, DANGER_PENALTY * len(dangers)), 4)
     evidence["hardcoded_secret"], evidence["dangerous_advice"] = secrets, dangers
     if secrets or dangers:
         factor = SECRET_SECURITY_FACTOR ** len(secrets) * DANGER_SECURITY_FACTOR ** len(dangers)
@@ -154,6 +177,20 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None)
 
     dimensions = {name: round(min(1.0, max(0.0, dimensions[name])), 4) for name in DIMENSIONS}
     base = sum(weight[name] * dimensions[name] for name in DIMENSIONS)
+    rubric_part: dict[str, Any] = {"score": None, "share": 0.0, "criteria": []}
+    if rubric:
+        rubric_score, results = evaluate(compile_rubric(rubric), artifacts, analysis.segments,
+                                         judge, judge_weight if judge else 0.0)
+        rubric_part = {"score": rubric_score, "share": RUBRIC_SHARE, "criteria": [r.to_dict() for r in results]}
+        if secrets or dangers:
+            # an answer that solves the task dangerously must lose to a plain, safe one
+            factor = UNSAFE_RUBRIC_FACTOR ** min(3, len(secrets) + len(dangers))
+            evidence["security"].append(f"rubric x{factor:.2f}: the answer is unsafe")
+            rubric_score = round(rubric_score * factor, 4)
+        base = RUBRIC_SHARE * rubric_score + (1 - RUBRIC_SHARE) * rubric_score * base
+        if penalty_values["length"] and evidence["length"] and len(analysis.words) < pen.SHORT_WORDS:
+            # a terse answer that does what the task asks is not "too short"
+            penalty_values["length"] = round(penalty_values["length"] * (1 - rubric_score), 4)
     final = min(1.0, max(0.0, base - sum(penalty_values.values())))
     ordered_evidence = {name: evidence.get(name, []) for name in (*DIMENSIONS, *PENALTIES)}
     return RewardBreakdown(
@@ -161,7 +198,50 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None)
         dimensions=dimensions,
         penalties={name: penalty_values[name] for name in PENALTIES},
         evidence=ordered_evidence,
+        rubric=rubric_part,
     )
+
+
+def _run_validators(analysis) -> tuple[list[str], list[str]]:
+    """Run the real validators on the answer's valid code blocks: their errors and warnings join each block's
+    problems and issues (the broken_code penalty); detect-secrets findings are returned as secrets."""
+    from core.rewards.validators import ERROR, Block, validate
+
+    blocks = [b for b in analysis.blocks if b.valid and b.body.strip()]
+    findings, notes = validate([Block(b.kind, b.body) for b in blocks])
+    secrets = []
+    for block, found in zip(blocks, findings):
+        for finding in found:
+            if finding.severity == "secret":
+                secrets.append(f"{finding.tool}: {finding.message} ({block.kind} block at line {block.line})")
+            elif finding.severity == ERROR:
+                block.problems.append(str(finding))
+            else:
+                block.issues.append(str(finding))
+    return notes, secrets
+
+
+def prefetch_validators(answers: list[str]) -> None:
+    """Run every external validator once over all valid code blocks of `answers` and cache the results, so
+    scoring them one by one starts no more shellcheck/hadolint processes (one per batch instead of per answer)."""
+    from core.rewards.code_blocks import check_block, split_fences
+    from core.rewards.validators import Block, prefetch
+
+    blocks = []
+    for answer in answers:
+        for part in split_fences(strip_reasoning("" if answer is None else str(answer))):
+            if part.lang is not None and part.body.strip():
+                report = check_block(part)
+                if report.valid:
+                    blocks.append(Block(report.kind, part.body))
+    prefetch(blocks)
+
+
+def score_batch(pairs: list[tuple[str, Any]], **options: Any) -> list[RewardBreakdown]:
+    """`score` for many (answer, task) pairs, with every external validator run once for all their code blocks."""
+    if options.get("validators", True):
+        prefetch_validators([answer for answer, _ in pairs])
+    return [score(answer, task, **options) for answer, task in pairs]
 
 
 def calculate_devops_reward(answer: str, task: Any) -> float:

@@ -17,6 +17,7 @@ _LANGS = {
     "json": "json",
     "hcl": "hcl", "terraform": "hcl", "tf": "hcl",
     "python": "python", "py": "python",
+    "sql": "sql", "psql": "sql", "postgresql": "sql", "postgres": "sql", "mysql": "sql", "plpgsql": "sql", "pgsql": "sql",
     "text": "text", "txt": "text", "plaintext": "text", "markdown": "text", "md": "text", "": "",
 }
 WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob", "Pod", "Rollout"})
@@ -51,9 +52,10 @@ class FencePart:
 class BlockReport:
     """What the checks found in one code block."""
 
-    kind: str  # yaml, dockerfile, shell, console, json, hcl, python, text, other
+    kind: str  # yaml, dockerfile, shell, console, json, hcl, python, sql, text, other
     lang: str
     line: int
+    body: str = ""  # the block as written (the rubric's structural checks parse it again, cached)
     valid: bool = True
     problems: list[str] = field(default_factory=list)  # the block is broken (does not parse, not closed)
     issues: list[str] = field(default_factory=list)  # it parses but misses a basic (resources, USER, set -e)
@@ -179,6 +181,18 @@ def _yaml_findings(body: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[s
     return tuple(report.problems), tuple(report.issues), tuple(report.facts)
 
 
+@lru_cache(maxsize=1024)
+def yaml_documents(body: str) -> tuple:
+    """The non-empty documents of a YAML (or JSON) block, () when it does not parse or is a template.
+    Cached and shared: callers must not modify them."""
+    import yaml
+
+    try:
+        return tuple(d for d in yaml.load_all(body, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if d is not None)
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return ()
+
+
 def _check_compose(doc: dict, report: BlockReport) -> None:
     services = doc.get("services")
     if not isinstance(services, dict):
@@ -211,6 +225,9 @@ def _parse_yaml(body: str, report: BlockReport) -> None:
         report.problems.append("yaml block is empty")
         return
     for doc in docs:
+        if _keyword_mapping(doc):
+            report.problems.append("yaml block is a flat list of keys with true/empty values: keywords, not configuration")
+            return
         if isinstance(doc, dict):
             _check_k8s(doc, report)
             _check_compose(doc, report)
@@ -223,23 +240,39 @@ def _parse_yaml(body: str, report: BlockReport) -> None:
             return
 
 
-def _check_dockerfile(body: str, report: BlockReport) -> None:
-    logical = re.sub(r"\\\n", " ", body)
-    stages: list[dict] = []
-    for raw in logical.splitlines():
+@lru_cache(maxsize=1024)
+def dockerfile_instructions(body: str) -> tuple[tuple[str, str], ...]:
+    """(INSTRUCTION, arguments) per instruction, continuation lines joined, comments dropped."""
+    out = []
+    for raw in re.sub(r"\\\n", " ", body).splitlines():
         line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        word = line.split(None, 1)[0].lower()
-        if word not in _DOCKER_INSTRUCTIONS:
-            report.problems.append(f"Dockerfile: unknown instruction '{line.split(None, 1)[0][:20]}'")
+        if line and not line.startswith("#"):
+            word, *args = line.split(None, 1)
+            out.append((word.upper(), args[0].strip() if args else ""))
+    return tuple(out)
+
+
+def _keyword_mapping(doc: object) -> bool:
+    """`oidc: true`, `blue_green: true`, ...: a flat mapping of 5+ keys whose values are nearly all true, null
+    or empty. Real configuration nests, or has values that say something."""
+    if not isinstance(doc, dict) or len(doc) < 5:
+        return False
+    trivial = sum(v is None or v is True or v == "" or v == [] or v == {} for v in doc.values())
+    return trivial >= 0.8 * len(doc)
+
+
+def _check_dockerfile(body: str, report: BlockReport) -> None:
+    stages: list[dict] = []
+    for word, args in dockerfile_instructions(body):
+        if word.lower() not in _DOCKER_INSTRUCTIONS:
+            report.problems.append(f"Dockerfile: unknown instruction '{word[:20]}'")
             return
-        if word == "from":
-            args = [a for a in line.split()[1:] if not a.startswith("--")]
-            alias = args[2] if len(args) >= 3 and args[1].lower() == "as" else None
-            stages.append({"image": args[0] if args else "", "alias": alias, "user": None})
-        elif word == "user" and stages:
-            stages[-1]["user"] = line.split(None, 1)[1].strip() if len(line.split()) > 1 else ""
+        if word == "FROM":
+            words = [a for a in args.split() if not a.startswith("--")]
+            alias = words[2] if len(words) >= 3 and words[1].lower() == "as" else None
+            stages.append({"image": words[0] if words else "", "alias": alias, "user": None})
+        elif word == "USER" and stages:
+            stages[-1]["user"] = args
     if not stages:
         report.problems.append("Dockerfile has no FROM")
         return
@@ -302,7 +335,7 @@ def _check_kind(kind: str, lang: str, body: str, report: BlockReport) -> None:
             compile(body, "<answer>", "exec", dont_inherit=True)
         except (SyntaxError, ValueError) as exc:
             report.problems.append(f"python does not compile: {getattr(exc, 'msg', exc)}")
-    elif kind in ("hcl", "other"):
+    elif kind in ("hcl", "sql", "other"):
         problem = _balanced(body)
         if problem:
             report.problems.append(f"{lang or kind}: {problem}")
@@ -314,7 +347,7 @@ def check_block(part: FencePart) -> BlockReport:
     kind = _LANGS.get(lang, "other")
     if kind == "":
         kind = _guess_kind(part.body)
-    report = BlockReport(kind=kind, lang=lang, line=part.line)
+    report = BlockReport(kind=kind, lang=lang, line=part.line, body=part.body)
     if not part.closed:
         report.problems.append(f"code block opened at line {part.line} is never closed")
     elif not part.body.strip():

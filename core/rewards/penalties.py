@@ -1,5 +1,5 @@
-"""Anti-hacking penalties: keyword stuffing, repetition, degenerate text, length, broken code,
-hard-coded secrets and dangerous advice. Each returns (points off the final reward, evidence).
+"""Anti-hacking penalties: keyword stuffing, repetition, degenerate text, length and broken code, each
+(points off the final reward, evidence); hard-coded secrets and dangerous advice are found in dangers.py.
 """
 
 from __future__ import annotations
@@ -19,51 +19,6 @@ DENSE_CODE = 0.5  # the same for a code block (real manifests and scripts stay u
 TEMPLATE_DENSITY = 0.25  # a sentence this keyword-heavy ...
 TEMPLATE_REPEATS = 4  # ... whose function-word skeleton recurs this often is a template filled with keywords
 NGRAM = 8
-
-# A warning before the risky phrase ("never pipe curl into bash", "Kyverno blocks privileged: true").
-_NEGATION = re.compile(r"(?i)\b(?:never|don'?t|do not|does not|must not|should not|shouldn'?t|avoid\w*|instead of|"
-                       r"rather than|no need to|not to|forbid\w*|block\w*|den(?:y|ies)|reject\w*|disallow\w*|"
-                       r"prevent\w*|warn\w*|dangerous|insecure|bad idea)\b")
-# (label, literal triggers, pattern): the pattern only runs when a trigger is in the text (speed).
-_SECRETS = [
-    ("AWS access key id", ("AKIA", "ASIA"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("AWS secret access key", ("aws_secret_access_key", "AWS_SECRET_ACCESS_KEY"), re.compile(r"(?i)aws_secret_access_key\s*[=:]\s*[\"']?[A-Za-z0-9/+]{40}\b")),
-    ("private key", ("PRIVATE KEY",), re.compile(r"-----BEGIN (?:RSA |EC |OPENSSH |DSA )?PRIVATE KEY-----")),
-    ("API token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "sk-", "xox", "glpat-"), re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9]{20,}|xox[baprs]-[A-Za-z0-9-]{10,}|glpat-[A-Za-z0-9_-]{20})\b")),
-    ("password in config", ("password", "passwd", "api_key", "apikey", "access_token", "auth_token", "client_secret",
-                            "secret_key", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "ACCESS_TOKEN", "AUTH_TOKEN",
-                            "CLIENT_SECRET", "SECRET_KEY", "Password"), re.compile(
-        # (?=[pacs]): the letters a key name starts with, so the engine skips other positions quickly
-        r"(?i)(?=[pacs])(?:PASSWORD|PASSWD|API_?KEY|ACCESS_TOKEN|AUTH_TOKEN|CLIENT_SECRET|SECRET_KEY)\b[\"']?"
-        r"\s*[=:]\s*[\"']?(?P<value>[^\s\"'`,;)}]{4,})")),
-    ("password in env value", ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "API_KEY", "APIKEY"), re.compile(
-        r"name:\s*[\"']?\w*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY)\w*[\"']?\s*\n\s*value:\s*[\"']?(?P<value>[^\s\"']{4,})")),
-    ("password in URL", ("@",), re.compile(r"\b[a-z][a-z0-9+]*://[^\s:/@]+:(?P<value>[^\s@/]{3,})@[\w.-]+")),
-]
-_PLACEHOLDER_VALUE = re.compile(
-    r"(?i)^(?:\$|<|\{|%|\*|x{3,}|\.{3}|redacted|example|placeholder|changeme_in_vault|null|none|true|false|yes|no|"
-    r"from_env|env|secret|password|required|optional|string|your[-_]|ref\+|vault:|arn:|projects/|file:|/|\(|\[)"
-)
-_MULTILINE = frozenset({"password in env value", "IAM wildcard on everything"})
-_FROM_ENV = re.compile(r"(?i)environ|getenv|process\.env|\benv\b|secret|vault|\(|\[")
-_DANGERS = [
-    ("pipes a download into a shell", ("curl", "wget"), re.compile(r"(?i)\b(?:curl|wget)\b[^|\n]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b")),
-    ("chmod 777", ("chmod",), re.compile(r"(?i)\bchmod\s+(?:-R\s+)?(?:0?777|a\+rwx|ugo\+rwx)\b")),
-    ("disables TLS verification", ("insecure", " -k", "verify=", "verify =", "verify:", "reject_unauthorized",
-                                   "no-check-cert", "disabl"), re.compile(
-        r"(?i)(?:--insecure\b|\bcurl\b[^\n]*\s-k\b|verify\s*=\s*False|InsecureSkipVerify\s*:\s*true|insecure-skip-tls-verify|"
-        r"NODE_TLS_REJECT_UNAUTHORIZED\s*=\s*[\"']?0|--no-check-certificate|(?:tls|ssl)_?verify\s*[:=]\s*(?:false|0)|"
-        r"\bdisabl\w*\s+(?:the\s+)?(?:tls|ssl|certificate)\s+(?:verification|validation|checks?))")),
-    ("runs as root or privileged", ("privileged:", "privilegeescalation: true", "--privileged", "runasuser: 0",
-                                    "user root", "user 0", "as root"), re.compile(
-        r"(?i)(?:privileged\s*:\s*true|runAsUser\s*:\s*0\b|allowPrivilegeEscalation\s*:\s*true|docker run[^\n]*--privileged|"
-        r"^\s*USER\s+(?:root|0)\s*$|\brun\w*\s+(?:it\s+|the\s+\w+\s+|containers?\s+)?as\s+root\b)")),
-    ("opens an admin port to the internet", ("0.0.0.0/0",), re.compile(
-        r"(?i)(?:\b(?:22|3389|5432|3306|6379|27017)\b[^\n]*0\.0\.0\.0/0|0\.0\.0\.0/0[^\n]*\b(?:22|3389|5432|3306|6379|27017)\b)")),
-    ("IAM wildcard on everything", ('"action"',), re.compile(r"(?is)\"Action\"\s*:\s*\"\*\".{0,80}\"Resource\"\s*:\s*\"\*\"")),
-    ("turns off host or OS protections", ("setenforce", "stricthostkeychecking", "ufw"), re.compile(r"(?i)\bsetenforce\s+0\b|StrictHostKeyChecking[= ]+no\b|\bufw\s+disable\b")),
-]
-
 
 def _clip(value: float, cap: float) -> float:
     return round(min(cap, max(0.0, value)), 4)
@@ -210,60 +165,3 @@ def broken_code(analysis: Analysis) -> tuple[float, list[str]]:
             value += 0.03
             evidence.append(f"{block.kind} block at line {block.line}: {issue}")
     return _clip(value, 0.4), evidence
-
-
-def _line_at(text: str, pos: int) -> str:
-    start = text.rfind("\n", 0, pos) + 1
-    end = text.find("\n", pos)
-    return text[start : end if end >= 0 else len(text)]
-
-
-def _findings(text: str, patterns, lowercase_triggers: bool) -> list[tuple[str, re.Match, str]]:
-    """(label, match, line) for each pattern, run only on the lines holding one of its triggers."""
-    haystack = text.lower() if lowercase_triggers else text
-    found = []
-    for label, triggers, pattern in patterns:
-        starts: set[int] = set()
-        for trigger in triggers:
-            at = haystack.find(trigger)
-            while at != -1:
-                start = haystack.rfind("\n", 0, at) + 1
-                starts.add(start)
-                end = haystack.find("\n", at)
-                at = haystack.find(trigger, end) if end != -1 else -1
-        if not starts:
-            continue
-        if label in _MULTILINE:  # these patterns span lines: they see the whole text
-            found.extend((label, m, _line_at(text, m.start())) for m in pattern.finditer(text))
-            continue
-        for start in sorted(starts):
-            end = text.find("\n", start)
-            line = text[start : end if end != -1 else len(text)]
-            found.extend((label, m, line) for m in pattern.finditer(line))
-    return found
-
-
-def hardcoded_secrets(analysis: Analysis) -> list[str]:
-    """Each secret written into the answer (placeholders and ${VAR} references are fine)."""
-    found = []
-    for label, match, line in _findings(analysis.answer, _SECRETS, lowercase_triggers=False):
-        value = match.groupdict().get("value")
-        if value is not None and (_PLACEHOLDER_VALUE.match(value) or _FROM_ENV.search(value)
-                                  or value.isupper() and "_" in value):
-            continue
-        if "EXAMPLE" in match.group(0):
-            continue
-        found.append(f"{label}: \"{line.strip()[:60]}\"")
-    return list(dict.fromkeys(found))
-
-
-def dangerous_advice(analysis: Analysis) -> list[str]:
-    """Each piece of dangerous advice, unless the sentence or comment around it warns against it."""
-    found = []
-    for label, match, line in _findings(analysis.answer, _DANGERS, lowercase_triggers=True):
-        at = line.find(match.group(0).split("\n")[0])
-        before = line[: max(0, at)][-90:]
-        if _NEGATION.search(before) or line.lstrip().startswith("#") and _NEGATION.search(line):
-            continue
-        found.append(f"{label}: \"{line.strip()[:70]}\"")
-    return list(dict.fromkeys(found))

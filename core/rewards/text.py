@@ -173,7 +173,7 @@ def _add_prose(analysis: Analysis, text: str) -> None:
 
 
 _COMMENT_PREFIXES = {"yaml": ("#",), "shell": ("#",), "console": ("#",), "dockerfile": ("#",), "python": ("#",),
-                     "hcl": ("#", "//"), "other": ("#", "//", "-- ")}
+                     "sql": ("--",), "hcl": ("#", "//"), "other": ("#", "//", "-- ")}
 
 
 def _split_comments(body: str, kind: str) -> tuple[str, str]:

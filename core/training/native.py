@@ -305,6 +305,7 @@ class NativeTrainer:
         import numpy as np
         import torch
 
+        from core.rewards.judge import JudgeSettings
         from core.rewards.pool import RewardScorer
         from core.training.actor import Actor
         from core.training.checkpoint import latest_checkpoint, load_checkpoint
@@ -351,7 +352,8 @@ class NativeTrainer:
         warmup = int(optim.lr_warmup_steps_ratio * self.total_steps)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(optim.lr_scheduler_type, warmup, self.total_steps))
         self.actor = Actor(self.policy, optimizer, scheduler, self.actor_cfg, temperature=self.rollout.temperature)
-        self.scorer = RewardScorer(cfg.devops.n_runners, cfg.devops.reward_weights)
+        self.scorer = RewardScorer(cfg.devops.n_runners, cfg.devops.reward_weights,
+                                   judge=JudgeSettings.from_config(cfg.devops.reward.judge))
         self._prompt_cache: dict[str, list[int]] = {}
         self._uid_counter = 0
         self.kl_ctrl = get_kl_controller(cfg.algorithm.kl_ctrl)

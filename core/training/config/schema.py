@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core.errors import did_you_mean
 
@@ -280,6 +280,35 @@ class TrainerConfig(_Section):
 # ---- devops (this project's own section) -----------------------------------------------------------
 
 
+class RewardJudgeConfig(_Section):
+    """The optional LLM judge: an OpenAI-compatible endpoint grades each rubric criterion (see docs/reward.md)."""
+
+    enable: bool = Field(False, description="an LLM judge grades each rubric criterion too (docs/reward.md)",
+                         json_schema_extra=_tune("GPU boxes: a local vLLM"))
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    model: str | None = Field(None, description="model name the endpoint serves")
+    weight: float = Field(0.5, ge=0, le=1, description="share of each criterion's score that comes from the judge",
+                          json_schema_extra=_tune("0 = rules only"))
+    timeout: float = Field(30.0, gt=0, description="seconds per request; on timeout, error or a garbage reply the "
+                           "rule score is used")
+    concurrency: int = Field(8, gt=0, description="judge requests in flight at once")
+    api_key_env: str = Field("DEVOPS_RL_API_KEY", description="environment variable with the API key (never in the "
+                             "config)")
+
+    @model_validator(mode="after")
+    def _needs_endpoint(self) -> RewardJudgeConfig:
+        if self.enable and not (self.base_url and self.model):
+            raise ValueError("enable needs base_url and model "
+                             "(e.g. --set devops.reward.judge.base_url=http://127.0.0.1:8000/v1)")
+        return self
+
+
+class RewardConfig(_Section):
+    """How the reward grades answers, beyond the rubric rules."""
+
+    judge: RewardJudgeConfig = Field(default_factory=RewardJudgeConfig)
+
+
 class DevopsConfig(_Section):
     backend: Literal["auto", "torch", "verl"] = Field(
         "auto", description="auto (verl when it and a GPU are usable, else torch), torch, verl")
@@ -295,6 +324,7 @@ class DevopsConfig(_Section):
                                      json_schema_extra=_tune("gives the tiny model something to improve from"))
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="torch backend device: auto, cpu, cuda")
     runs_dir: str | None = Field(None, description="where runs go (null = $DEVOPS_RL_RUNS_DIR or ./runs)")
+    reward: RewardConfig = Field(default_factory=RewardConfig)
 
 
 class TrainingConfig(_Section):

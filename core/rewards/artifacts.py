@@ -1,0 +1,426 @@
+"""The answer's artifacts, parsed with real parsers: YAML/JSON documents, HCL (python-hcl2), SQL statements
+(sqlglot), shell commands and pipelines (bashlex) and Dockerfile instructions; each parsed once, on first use.
+
+The rubric's structural checks and the danger and secret checks read them from one `Artifacts` per answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shlex
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from typing import Any
+
+from core.rewards.code_blocks import BlockReport, dockerfile_instructions, yaml_documents
+from core.rewards.text import Analysis
+
+log = logging.getLogger(__name__)
+
+# Wrappers that run the real command: `sudo -E bash`, `env FOO=1 kubectl ...`, `time terraform plan`.
+_WRAPPERS = frozenset({"sudo", "env", "time", "nohup", "exec", "command", "doas", "nice", "stdbuf"})
+_SUDO_OPTIONS_WITH_VALUE = frozenset({"-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "--user", "--group"})
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+# YAML keys whose string values are shell scripts: GitHub Actions `run`, GitLab CI `script`, Helm hooks...
+_SCRIPT_KEYS = frozenset({"run", "script", "before_script", "after_script", "pre_script", "commands"})
+_SQL_SPACES = re.compile(r"\s*([(),=;])\s*")
+
+
+@dataclass(frozen=True)
+class Command:
+    """One simple command: its words with wrappers (sudo, env) removed, and where it was found."""
+
+    words: tuple[str, ...]
+    source: str
+    raw: tuple[str, ...] = ()  # the words as written, wrappers included (sudo -E matters to the danger checks)
+    origin: str = ""  # the script or inline span it was parsed from
+
+    @property
+    def name(self) -> str:
+        return self.words[0].rsplit("/", 1)[-1] if self.words else ""
+
+
+def _strip_wrappers(words: list[str]) -> list[str]:
+    """`sudo -E env A=1 time kubectl x` -> `kubectl x`."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        base = word.rsplit("/", 1)[-1]
+        if _ASSIGNMENT.match(word):
+            i += 1
+        elif base in _WRAPPERS:
+            i += 1
+            while i < len(words) and words[i].startswith("-"):
+                i += 2 if words[i] in _SUDO_OPTIONS_WITH_VALUE else 1
+        else:
+            break
+    return words[i:]
+
+
+def _walk_bash(node: Any, commands: list[list[str]], pipelines: list[list[list[str]]]) -> None:
+    kind = getattr(node, "kind", "")
+    if kind == "command":
+        commands.append([p.word for p in node.parts if getattr(p, "kind", "") == "word"])
+    elif kind == "pipeline":
+        pipelines.append([[p.word for p in part.parts if getattr(p, "kind", "") == "word"]
+                          for part in node.parts if getattr(part, "kind", "") == "command"])
+    for child in (*getattr(node, "parts", ()), *getattr(node, "list", ())):
+        _walk_bash(child, commands, pipelines)
+    inner = getattr(node, "command", None)
+    if inner is not None and not isinstance(inner, str):
+        _walk_bash(inner, commands, pipelines)
+
+
+# Commands that run another command given as their arguments: `kubectl exec pod -- nc -z db 5432`,
+# `ssh host 'sudo systemctl reboot'`, `sh -c '...'`, `xargs kubectl delete`, `watch kubectl get pods`.
+_SCRIPT_ARGUMENT = frozenset({"sh", "bash", "zsh", "dash"})
+
+
+def _add_command(out: list[Command], words: tuple[str, ...], source: str, origin: str, depth: int) -> None:
+    stripped = tuple(_strip_wrappers(list(words)))
+    if not stripped:
+        return
+    out.append(Command(stripped, source, words, origin))
+    if depth >= 2:
+        return
+    name = stripped[0].rsplit("/", 1)[-1]
+    nested: list[tuple[str, ...]] = []
+    if "--" in stripped[1:]:
+        nested.append(stripped[stripped.index("--", 1) + 1:])
+    if name in _SCRIPT_ARGUMENT and "-c" in stripped[1:-1]:
+        script = stripped[stripped.index("-c", 1) + 1]
+        nested.extend(parse_shell(script)[0])
+    elif name == "ssh" and len(stripped) > 2 and " " in stripped[-1]:
+        nested.extend(parse_shell(stripped[-1])[0])
+    elif name in ("xargs", "watch") and len(stripped) > 1:
+        nested.append(tuple(w for w in stripped[1:] if not w.startswith("-")))
+    for inner in nested:
+        if inner:
+            _add_command(out, inner, source, origin, depth + 1)
+
+
+def _logical_lines(script: str) -> list[str]:
+    return [ln for ln in re.sub(r"\\\n", " ", script).splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def _shlex_commands(line: str) -> tuple[list[list[str]], list[list[list[str]]]]:
+    """A fallback for what bashlex cannot parse: split the line on |, &&, || and ; with shlex."""
+    try:
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+    except ValueError:
+        return [], []
+    commands: list[list[str]] = [[]]
+    pipeline: list[list[str]] = []
+    pipelines: list[list[list[str]]] = []
+    for token in tokens:
+        if token in ("|", "&&", "||", ";", "&", ";;"):
+            if token == "|":
+                pipeline.append(commands[-1])
+            elif pipeline:
+                pipelines.append([*pipeline, commands[-1]])
+                pipeline = []
+            commands.append([])
+        else:
+            commands[-1].append(token)
+    if pipeline:
+        pipelines.append([*pipeline, commands[-1]])
+    return [c for c in commands if c], pipelines
+
+
+# What only a real bash parser gets right; everything else is simple commands joined by | && || ;
+_COMPOUND = re.compile(r"(?:^|[\s;&|(])(?:if|for|while|until|case|function|select)\s|\$\(|`|<<|\(\)|\{\s|<\(")
+_OPERATORS = re.compile(r"\s*(\|\||&&|\||;|&)\s*")
+
+
+def _simple_commands(line: str) -> tuple[list[list[str]], list[list[list[str]]]]:
+    """A line of simple commands: split on operators (quotes kept together by shlex when there are any)."""
+    if "'" in line or '"' in line or "\\" in line:
+        return _shlex_commands(line)
+    commands: list[list[str]] = []
+    pipelines: list[list[list[str]]] = []
+    pipeline: list[list[str]] = []
+    parts = _OPERATORS.split(line)
+    for at in range(0, len(parts), 2):
+        words = parts[at].split()
+        operator = parts[at + 1] if at + 1 < len(parts) else ""
+        if words:
+            commands.append(words)
+            pipeline.append(words)
+        if operator != "|":
+            if len(pipeline) > 1:
+                pipelines.append(pipeline)
+            pipeline = []
+    return commands, pipelines
+
+
+_ARITHMETIC = re.compile(r"\$\(\((?:[^()]|\([^()]*\))*\)\)")
+
+
+@lru_cache(maxsize=2048)
+def parse_shell(script: str) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[tuple[str, ...], ...], ...]]:
+    """(commands, pipelines) of a shell script: each command as its words (wrappers kept), each pipeline
+    as its commands. bashlex parses the script (comments dropped, `$((...))`, which it does not implement,
+    read as a number); what it cannot parse is split line by line with shlex."""
+    lines = _logical_lines(script)
+    if not _COMPOUND.search("\n".join(lines)):
+        # no loops, conditions, functions, substitutions or here-documents: a line splits as bash would
+        return _line_by_line(lines, _simple_commands)
+    import bashlex
+
+    commands: list[list[str]] = []
+    pipelines: list[list[list[str]]] = []
+    try:
+        for node in bashlex.parse(_ARITHMETIC.sub("0", "\n".join(lines))):
+            _walk_bash(node, commands, pipelines)
+    except Exception:  # bashlex raises its own errors and others on odd input
+        return _line_by_line(lines, _shlex_commands)
+    return _frozen(commands, pipelines)
+
+
+def _line_by_line(lines: list[str], split) -> tuple:
+    commands: list[list[str]] = []
+    pipelines: list[list[list[str]]] = []
+    for line in lines:
+        more_commands, more_pipelines = split(line)
+        commands.extend(more_commands)
+        pipelines.extend(more_pipelines)
+    return _frozen(commands, pipelines)
+
+
+def _frozen(commands: list[list[str]], pipelines: list[list[list[str]]]) -> tuple:
+    """Hashable (commands, pipelines of two or more commands), as `parse_shell` caches them."""
+    return (tuple(tuple(c) for c in commands if c),
+            tuple(tuple(tuple(c) for c in p) for p in pipelines if len(p) > 1))
+
+
+def console_script(body: str) -> str:
+    """The commands of a console transcript: the `$ ` lines (and their continuations), not the output."""
+    lines = body.splitlines()
+    if not any(ln.lstrip().startswith("$ ") for ln in lines):
+        return body
+    kept, continuing = [], False
+    for line in lines:
+        stripped = line.lstrip()
+        if stripped.startswith("$ "):
+            kept.append(stripped[2:])
+            continuing = stripped.endswith("\\")
+        elif continuing:
+            kept.append(line)
+            continuing = line.rstrip().endswith("\\")
+    return "\n".join(kept)
+
+
+def _yaml_scripts(doc: Any, out: list[str], depth: int = 0) -> None:
+    """Strings under `run:` / `script:` keys (CI steps) anywhere in a document."""
+    if depth > 12:
+        return
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if key in _SCRIPT_KEYS:
+                if isinstance(value, str):
+                    out.append(value)
+                elif isinstance(value, list):
+                    out.extend(v for v in value if isinstance(v, str))
+            elif isinstance(value, (dict, list)):
+                _yaml_scripts(value, out, depth + 1)
+    elif isinstance(doc, list):
+        for item in doc:
+            _yaml_scripts(item, out, depth + 1)
+
+
+def _unquote(value: Any) -> Any:
+    """python-hcl2 keeps HCL's quotes ('"x"') and marks blocks with `__is_block__`: plain data instead."""
+    if isinstance(value, str):
+        return value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else value
+    if isinstance(value, list):
+        return [_unquote(v) for v in value]
+    if isinstance(value, dict):
+        return {_unquote(k): _unquote(v) for k, v in value.items() if k != "__is_block__"}
+    return value
+
+
+def _merge(into: dict, other: dict) -> None:
+    """Deep-merge mappings (two `resource "aws_s3_bucket"` blocks end up side by side under one type)."""
+    for key, value in other.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+@lru_cache(maxsize=1024)
+def parse_hcl(body: str) -> dict | None:
+    """An HCL block as plain data: `{"resource": {"aws_s3_bucket": {"logs": {...}}}, "variable": {...}}`
+    (top-level blocks merged by type and name; repeated nested blocks such as `ingress` stay lists).
+    None when it does not parse; ImportError when python-hcl2 is not installed."""
+    import hcl2
+
+    try:
+        raw = hcl2.loads(body)
+    except Exception:  # lark raises many error types on bad input
+        return None
+    doc: dict = {}
+    for key, value in _unquote(raw).items():
+        if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+            merged: dict = {}
+            for item in value:
+                _merge(merged, item)
+            doc[key] = merged
+        else:
+            doc[key] = value
+    return doc
+
+
+def normalise_sql(text: str) -> str:
+    """Upper case, single spaces, no spaces around punctuation: how SQL statements and patterns compare."""
+    return _SQL_SPACES.sub(r"\1", " ".join(text.upper().split())).rstrip(";")
+
+
+@lru_cache(maxsize=1024)
+def parse_sql(body: str) -> tuple[tuple[str, str], ...]:
+    """Each statement of a SQL block as (sqlglot's rendering, the statement as written), both normalised.
+    Statements no dialect parses are left out; psql meta-commands (`\\d`) are ignored."""
+    import sqlglot
+    from sqlglot.errors import SqlglotError
+
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)  # it warns about every dialect-specific statement
+    script = "\n".join(ln for ln in body.splitlines() if not ln.lstrip().startswith("\\"))
+    script = "\n".join(ln.split("--", 1)[0] if "--" in ln and "'" not in ln else ln for ln in script.splitlines())
+    out = []
+    for raw in (s for s in script.split(";") if s.strip()):
+        for dialect in ("postgres", "mysql", None):
+            try:
+                parsed = [e for e in sqlglot.parse(raw, read=dialect) if e is not None]
+            except (SqlglotError, RecursionError, ValueError):
+                continue
+            if parsed:
+                out.append((normalise_sql(parsed[0].sql(dialect=dialect)), normalise_sql(raw)))
+                break
+    return tuple(out)
+
+
+def _yaml11_keys(doc: Any) -> Any:
+    """YAML 1.1 reads a GitHub Actions `on:` key as the boolean True: give it back its name."""
+    if isinstance(doc, dict) and True in doc:
+        return {("on" if key is True else key): value for key, value in doc.items()}
+    return doc
+
+
+def doc_label(doc: Any, block: BlockReport) -> str:
+    """`Deployment/cart-api` for a Kubernetes object, else the block's kind and line."""
+    if isinstance(doc, dict) and isinstance(doc.get("kind"), str):
+        meta = doc.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        return f"{doc['kind']}/{name}" if name else str(doc["kind"])
+    return f"{block.kind} block at line {block.line}"
+
+
+class Artifacts:
+    """The parsed artifacts of one answer, each parsed on first use."""
+
+    def __init__(self, analysis: Analysis) -> None:
+        self.analysis = analysis
+        self.missing: set[str] = set()  # parsers that are not installed (the checks needing them are skipped)
+
+    @cached_property
+    def valid_blocks(self) -> list[BlockReport]:
+        return [b for b in self.analysis.blocks if b.valid and b.body.strip()]
+
+    @cached_property
+    def documents(self) -> list[tuple[str, Any]]:
+        """(label, document) for every YAML/JSON document; items of a top-level list count one by one too."""
+        out: list[tuple[str, Any]] = []
+        for block in self.valid_blocks:
+            if block.kind not in ("yaml", "json"):
+                continue
+            for doc in map(_yaml11_keys, yaml_documents(block.body)):
+                out.append((doc_label(doc, block), doc))
+                items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else doc
+                if isinstance(items, list):
+                    out.extend((doc_label(item, block), item) for item in items if isinstance(item, dict))
+        return out
+
+    @cached_property
+    def hcl(self) -> dict | None:
+        """Every HCL block of the answer merged into one document (a module is spread over files)."""
+        merged: dict = {}
+        found = False
+        for block in self.valid_blocks:
+            if block.kind != "hcl":
+                continue
+            try:
+                doc = parse_hcl(block.body)
+            except ImportError:
+                self.missing.add("python-hcl2")
+                return None
+            if doc is not None:
+                _merge(merged, doc)
+                found = True
+        return merged if found else None
+
+    @cached_property
+    def sql(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for block in self.valid_blocks:
+            if block.kind == "sql":
+                try:
+                    out.extend(parse_sql(block.body))
+                except ImportError:
+                    self.missing.add("sqlglot")
+                    return []
+        return out
+
+    @cached_property
+    def dockerfiles(self) -> list[list[tuple[str, str]]]:
+        """Each Dockerfile as (INSTRUCTION, arguments) pairs, continuation lines joined."""
+        return [list(dockerfile_instructions(b.body)) for b in self.valid_blocks if b.kind == "dockerfile"]
+
+    @cached_property
+    def scripts(self) -> list[tuple[str, str]]:
+        """(source, shell text): shell and console blocks, CLI commands in inline code, CI `run:`/`script:`
+        steps of YAML documents and Dockerfile RUN instructions."""
+        out: list[tuple[str, str]] = []
+        for block in self.valid_blocks:
+            if block.kind == "shell":
+                out.append((f"shell block at line {block.line}", block.body))
+            elif block.kind == "console":
+                out.append((f"console block at line {block.line}", console_script(block.body)))
+        for segment in self.analysis.segments:
+            if segment.kind == "inline_code":
+                out.append(("inline command", segment.text))
+        for label, doc in self.documents:
+            found: list[str] = []
+            _yaml_scripts(doc, found)
+            out.extend((f"{label} script", text) for text in found)
+        for instructions in self.dockerfiles:
+            out.extend(("Dockerfile RUN", args) for word, args in instructions if word == "RUN" and not args.startswith("["))
+        return out
+
+    @cached_property
+    def _parsed_scripts(self) -> list[tuple[str, str, tuple, tuple]]:
+        try:
+            return [(source, text, *parse_shell(text)) for source, text in self.scripts]
+        except ImportError:
+            self.missing.add("bashlex")
+            return []
+
+    @cached_property
+    def commands(self) -> list[Command]:
+        out: list[Command] = []
+        for source, text, commands, _ in self._parsed_scripts:
+            for words in commands:
+                _add_command(out, words, source, text, depth=0)
+        return out
+
+    @cached_property
+    def pipelines(self) -> list[tuple[str, tuple[tuple[str, ...], ...], str]]:
+        """(source, pipeline, the script it came from) for every pipeline of two or more commands."""
+        return [(source, pipeline, text) for source, text, _, pipelines in self._parsed_scripts for pipeline in pipelines]
+
+    @cached_property
+    def code_texts(self) -> list[tuple[str, str]]:
+        """(label, body) of every valid code block, for pattern checks."""
+        return [(f"{b.kind} block at line {b.line}", b.body) for b in self.valid_blocks]

@@ -1,0 +1,271 @@
+"""The per-task rubric: every check kind passes, partly passes and fails where a reviewer would say so;
+alternatives, forbidden patterns, substance rules and rubric validation (`tasks validate`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import tasks
+from core.rewards import score
+from core.rewards.rubric import rubric_problems
+
+FILLER = [
+    {"id": "f1", "description": "Filler criterion one for the rubric size rule.", "weight": 0.1, "check": {"concept": ["zzyzx alpha"]}},
+    {"id": "f2", "description": "Filler criterion two for the rubric size rule.", "weight": 0.1, "check": {"concept": ["zzyzx beta"]}},
+    {"id": "f3", "description": "Filler criterion three for the rubric size rule.", "weight": 0.1, "check": {"concept": ["zzyzx gamma"]}},
+]
+
+
+def one(check: dict, answer: str, *, task_type: str = "kubernetes") -> dict:
+    """The result of a single criterion with `check` on `answer` (the fillers never match)."""
+    task = {"id": "t1", "type": task_type, "expected_outputs": ["x"],
+            "rubric": [{"id": "crit", "description": "The criterion under test holds.", "weight": 10, "check": check}, *FILLER]}
+    return score(answer, task, validators=False).rubric["criteria"][0]
+
+
+DEPLOYMENT = """\
+The rollout keeps capacity, and the probes gate traffic:
+
+```yaml
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api}
+spec:
+  replicas: 3
+  strategy: {rollingUpdate: {maxUnavailable: 0, maxSurge: 1}}
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      containers:
+        - name: api
+          image: registry.example.com/api:1.2.3
+          readinessProbe: {httpGet: {path: /readyz, port: 8080}}
+```
+"""
+
+
+# --- yaml (JMESPath) --------------------------------------------------------------------------------
+
+
+def test_yaml_query_passes_partly_passes_and_fails():
+    assert one({"yaml": "spec.template.spec.containers[?readinessProbe]"}, DEPLOYMENT)["status"] == "passed"
+    partial = one({"yaml": ["spec.template.spec.containers[?readinessProbe]", "spec.template.spec.containers[?livenessProbe]"]},
+                  DEPLOYMENT)
+    assert partial["status"] == "partial" and partial["score"] == 0.5
+    assert "no YAML document has" in partial["evidence"][1]
+    assert one({"yaml": "spec.strategy.rollingUpdate.maxUnavailable == `0`"}, DEPLOYMENT)["status"] == "passed"
+    assert one({"yaml": "kind=='StatefulSet'"}, DEPLOYMENT)["status"] == "failed"
+
+
+def test_yaml_in_prose_or_a_broken_block_does_not_count():
+    prose = "Add a readinessProbe to the containers of the Deployment spec template so traffic waits for warm pods."
+    assert one({"yaml": "spec.template.spec.containers[?readinessProbe]"}, prose)["status"] == "failed"
+    broken = DEPLOYMENT.replace("  replicas: 3", "  replicas: [3")
+    assert one({"yaml": "spec.template.spec.containers[?readinessProbe]"}, broken)["status"] == "failed"
+
+
+def test_github_actions_on_key_is_queryable():
+    workflow = "```yaml\non:\n  push:\n    tags: ['v*']\njobs:\n  release:\n    runs-on: ubuntu-24.04\n    steps: [{run: make}]\n```\n"
+    assert one({"yaml": "on.push.tags"}, workflow)["status"] == "passed"
+
+
+# --- hcl, sql, shell, dockerfile, pattern ------------------------------------------------------------
+
+
+TERRAFORM = """\
+```hcl
+resource "aws_s3_bucket_public_access_block" "exports" {
+  bucket                  = aws_s3_bucket.exports.id
+  block_public_acls       = true
+  restrict_public_buckets = true
+}
+resource "aws_security_group" "db" {
+  ingress {
+    from_port   = 5432
+    to_port     = 5432
+    cidr_blocks = ["10.0.0.0/8"]
+  }
+}
+```
+"""
+
+
+def test_hcl_query_reads_resources_by_type_and_name():
+    assert one({"hcl": "resource.aws_s3_bucket_public_access_block.exports.block_public_acls"}, TERRAFORM)["status"] == "passed"
+    assert one({"hcl": "resource.aws_security_group.db.ingress[?from_port == `5432`]"}, TERRAFORM)["status"] == "passed"
+    partial = one({"hcl": ["resource.aws_s3_bucket_public_access_block.*.block_public_acls",
+                           "resource.aws_s3_bucket_public_access_block.*.ignore_public_acls"]}, TERRAFORM)
+    assert partial["score"] == 0.5
+
+
+def test_sql_matches_parsed_statements_only():
+    sql = "```sql\nSET lock_timeout = '5s';\n-- CREATE INDEX in a comment does not count\nCREATE INDEX CONCURRENTLY idx_orders_user\n  ON orders (user_id);\n```\n"
+    assert one({"sql": ["SET lock_timeout", "CREATE INDEX CONCURRENTLY idx_orders_user ON orders (user_id)"]}, sql)["status"] == "passed"
+    assert one({"sql": "ALTER TABLE orders"}, sql)["status"] == "failed"
+    assert one({"sql": "CREATE INDEX CONCURRENTLY"}, "Run CREATE INDEX CONCURRENTLY on the table.")["status"] == "failed"
+
+
+@pytest.mark.parametrize("where", [
+    "```bash\nset -euo pipefail\nfor n in $(kubectl get nodes -o name); do\n  sudo -E kubectl drain \"$n\" --ignore-daemonsets --timeout=10m\ndone\n```",
+    "```console\n$ kubectl -n prod drain node-1 --ignore-daemonsets --timeout 10m\nnode/node-1 drained\n```",
+    "Drain each node with `kubectl drain node-1 --ignore-daemonsets --timeout=10m` and wait.",
+    "```yaml\njobs:\n  patch:\n    runs-on: ubuntu-24.04\n    steps:\n      - run: kubectl drain node-1 --ignore-daemonsets --timeout=10m\n```",
+    "```bash\nssh ops@bastion 'kubectl drain node-1 --ignore-daemonsets --timeout=10m'\n```",
+])
+def test_shell_command_is_found_wherever_it_runs(where):
+    result = one({"shell": "kubectl drain --ignore-daemonsets --timeout"}, where)
+    assert result["status"] == "passed", result["evidence"]
+
+
+def test_shell_flags_give_partial_credit_and_short_flags_match_in_groups():
+    answer = "```bash\nkubectl drain node-1\ncurl -fsSLk https://example.com\n```"
+    result = one({"shell": "kubectl drain --ignore-daemonsets --delete-emptydir-data"}, answer)
+    assert result["status"] == "partial" and result["score"] == pytest.approx(1 / 3, abs=1e-3)
+    assert "missing --ignore-daemonsets" in result["evidence"][0]
+    assert one({"shell": "curl -k"}, answer)["status"] == "passed"
+    assert one({"shell": "kubectl uncordon"}, answer)["status"] == "failed"
+
+
+def test_dockerfile_instructions_stages_and_final_stage():
+    dockerfile = ("```dockerfile\nFROM golang:1.22 AS build\nUSER root\nRUN go build -o /app .\n"
+                  "FROM gcr.io/distroless/static:nonroot\nCOPY --from=build /app /app\nUSER 65532\n"
+                  "HEALTHCHECK CMD [\"/app\", \"health\"]\n```")
+    assert one({"dockerfile": ["stages >= 2", "final USER ^(?!root\\b|0\\b)", "HEALTHCHECK"]}, dockerfile)["status"] == "passed"
+    assert one({"dockerfile": "final USER ^root$"}, dockerfile)["status"] == "failed"
+    assert one({"dockerfile": "stages >= 3"}, dockerfile)["status"] == "failed"
+
+
+def test_pattern_searches_code_and_substantive_prose():
+    pinned = "```yaml\nsteps:\n  - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2\n```"
+    assert one({"pattern": "uses:\\s*[\\w.-]+/[\\w./-]+@[0-9a-f]{40}"}, pinned)["status"] == "passed"
+    assert one({"pattern": "uses:\\s*[\\w.-]+/[\\w./-]+@[0-9a-f]{40}"}, pinned.replace("11bd71901bbe5b1630ceea73d27597364c9af683", "v4"))["status"] == "failed"
+
+
+# --- concept: alternatives, substance ---------------------------------------------------------------
+
+
+def test_concept_alternatives_and_groups():
+    gatekeeper = "We enforce the rules with OPA Gatekeeper constraints in dry-run mode for two weeks before denying."
+    assert one({"concept": ["Kyverno", "Gatekeeper", "ValidatingAdmissionPolicy"]}, gatekeeper)["status"] == "passed"
+    groups = one({"concept": {"all": [["Kyverno", "Gatekeeper"], ["dry-run", "audit mode"], ["PolicyException", "exemption"]]}},
+                 gatekeeper)
+    assert groups["status"] == "partial" and groups["score"] == pytest.approx(2 / 3, abs=1e-3)
+    assert one({"concept": {"all": [["Kyverno", "Gatekeeper"], ["PolicyException"]], "min": 1}}, gatekeeper)["status"] == "passed"
+
+
+@pytest.mark.parametrize("answer", [
+    "## Gatekeeper\n\n## Kyverno\n",                              # headings
+    "Kyverno, Gatekeeper, OPA, ValidatingAdmissionPolicy, Kubewarden",  # a bare list
+    "- Kyverno\n- Gatekeeper\n- OPA\n",                            # bullets of names
+    "```yaml\nkyverno: true\ngatekeeper: true\nopa: true\nvalidating_admission_policy: true\nkubewarden: true\n```",  # keyword YAML
+])
+def test_concepts_only_count_in_substantive_text(answer):
+    assert one({"concept": ["Kyverno", "Gatekeeper"]}, answer)["status"] == "failed"
+
+
+def test_concepts_match_across_case_separators_and_plurals():
+    assert one({"concept": ["readinessProbe"]}, "Each pod gets readiness probes on /readyz so traffic waits.")["status"] == "passed"
+
+
+def test_concept_credit_halves_when_no_artifact_check_passes():
+    task = {"id": "t2", "type": "kubernetes", "expected_outputs": ["x"], "rubric": [
+        {"id": "pdb", "description": "A PodDisruptionBudget manifest exists.", "weight": 1,
+         "check": {"yaml": "kind=='PodDisruptionBudget'"}},
+        {"id": "spread", "description": "Replicas spread over nodes.", "weight": 1,
+         "check": {"concept": ["topologySpreadConstraints"]}},
+        *FILLER]}
+    prose = "We add a PodDisruptionBudget and topologySpreadConstraints so one drain never evicts two replicas at once."
+    halved = score(prose, task, validators=False).rubric["criteria"][1]
+    assert halved["score"] == 0.5 and any("concepts count half" in line for line in halved["evidence"])
+    grounded = score(prose + "\n\n```yaml\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: api}\n"
+                     "spec: {maxUnavailable: 1, selector: {matchLabels: {app: api}}}\n```", task, validators=False)
+    assert grounded.rubric["criteria"][1]["score"] == 1.0
+
+
+# --- forbid ------------------------------------------------------------------------------------------
+
+
+def test_forbid_takes_points_off_and_a_real_warning_is_no_violation():
+    task = {"id": "t3", "type": "kubernetes", "expected_outputs": ["x"], "rubric": [
+        {"id": "drain", "description": "Nodes are drained through the eviction API.", "weight": 1,
+         "check": {"shell": "kubectl drain --ignore-daemonsets"}},
+        {"id": "no-bypass", "description": "Does not bypass disruption budgets.", "weight": 1,
+         "check": {"forbid": [{"shell": "kubectl drain --disable-eviction"}, {"concept": ["disable-eviction"]}]}},
+        *FILLER]}
+    good = "```bash\nkubectl drain node-1 --ignore-daemonsets\n```\nNever use `--disable-eviction`: it bypasses the PDBs."
+    bad = "```bash\nkubectl drain node-1 --ignore-daemonsets --disable-eviction\n```"
+    good_result = score(good, task, validators=False).rubric
+    bad_result = score(bad, task, validators=False).rubric
+    assert good_result["criteria"][1]["status"] == "passed"
+    assert bad_result["criteria"][1]["status"] == "failed" and bad_result["criteria"][1]["forbid"]
+    assert bad_result["score"] < good_result["score"]
+    forgot = "```bash\nkubectl drain node-1 --ignore-daemonsets\n```\nDon't forget to pass --disable-eviction when it hangs."
+    assert score(forgot, task, validators=False).rubric["criteria"][1]["status"] == "failed"
+
+
+# --- validation ---------------------------------------------------------------------------------------
+
+
+def rubric_with(check, **extra) -> list[dict]:
+    return [{"id": "crit", "description": "The criterion under test holds.", "weight": 1, "check": check, **extra}, *FILLER]
+
+
+@pytest.mark.parametrize("rubric, message", [
+    (rubric_with({"concpt": ["x"]}), "unknown check kind 'concpt'"),
+    (rubric_with({"yaml": "spec.[?"}), "is not valid JMESPath"),
+    (rubric_with({"yaml": "jobs.*.strategy.matrix"}), "write `values(x)[].a.b`"),
+    (rubric_with({"pattern": "(unclosed"}), "not a valid regular expression"),
+    (rubric_with({"dockerfile": "FORM ubuntu"}), "must be 'stages >= N' or '[final] INSTRUCTION"),
+    (rubric_with({"shell": "--flag-first"}), "must start with the command name"),
+    (rubric_with({"concept": {"all": [["a"], ["b"]], "min": 3}}), "'min' must be a whole number from 1 to 2"),
+    (rubric_with({"forbid": {"forbid": {"concept": ["x"]}}}), "a forbid inside a forbid"),
+    (rubric_with({"concept": ["x"]}, weight=0), "must be a number above 0"),
+    (rubric_with({"concept": ["x"]}, colour="red"), "unknown key 'colour'"),
+    (rubric_with({"concept": ["x"]})[:3], "has 3 criteria, needs 4 to 10"),
+    (rubric_with({"concept": ["x"]}) + [dict(FILLER[0])], "used twice"),
+    ([{**c, "check": {"forbid": {"concept": ["x"]}}} for c in rubric_with({"concept": ["x"]})], "at least 3 must not be 'forbid'"),
+])
+def test_rubric_problems_name_the_criterion_and_the_fix(rubric, message):
+    problems = rubric_problems(rubric)
+    assert any(message in text for _, text in problems), problems
+
+
+def test_tasks_validate_reports_the_rubric_problem_at_its_line(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text(textwrap.dedent("""\
+        - id: demo-001
+          type: kubernetes
+          difficulty: easy
+          desc: Add readiness probes to the payments Deployment so rollouts stop sending traffic to cold pods.
+          expected_outputs: [readinessProbe, livenessProbe, rollout]
+          rubric:
+            - {id: a, description: A first criterion that holds., weight: 1, check: {concept: [readiness]}}
+            - {id: bb, description: A second criterion that holds., weight: 1, check: {yaml: "spec.[?"}}
+            - {id: cc, description: A third criterion that holds., weight: 1, check: {concept: [liveness]}}
+            - {id: dd, description: A fourth criterion that holds., weight: 1, check: {concept: [rollout]}}
+          reference_answer: |
+            Use HTTP probes on /healthz.
+        """), encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "core.cli.main", "tasks", "validate", str(path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert any(f"{path}:7:" in line and "'a' must be lowercase" in line for line in lines), lines
+    assert any(f"{path}:8:" in line and "rubric[1] 'bb'" in line and "not valid JMESPath" in line for line in lines), lines
+
+
+def test_every_task_with_a_rubric_passes_its_reference_and_fails_the_generic_essay():
+    from core.rewards.audit import ARTIFACT_LIST, GENERIC_ESSAY
+
+    for task in tasks.load_tasks():
+        if not task.rubric:
+            continue
+        reference = score(task.reference_answer, task, validators=False)
+        assert reference.rubric["score"] >= 0.8, (task.id, [c for c in reference.rubric["criteria"] if c["status"] != "passed"])
+        generic = score(GENERIC_ESSAY + ARTIFACT_LIST, task, validators=False)
+        assert generic.final_reward <= 0.3, (task.id, generic.final_reward)
