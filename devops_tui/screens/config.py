@@ -7,7 +7,6 @@ tuning advice, the diff against the preset, the doctor's memory estimate, and sa
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -321,13 +320,14 @@ class ConfigScreen(Screen):
         self.notify(f"saved {path} (devops-rl train --config {path.name})")
 
     def action_launch(self) -> None:
-        from devops_tui.launcher import MODE_FOR_PRESET, launch, new_run_id
+        from core.runs import new_run_id
+        from devops_tui.launcher import MODE_FOR_PRESET, launch
 
         if self.cfg is None or self.error or self.problems:
             self.notify("fix the config problems first", severity="error")
             return
         mode = MODE_FOR_PRESET.get(self.preset, "train")
-        run_id = new_run_id(mode, time.time())
+        run_id = new_run_id(mode)
         config_file = self.save(self.app.runs_root / ".cockpit" / f"{run_id}.config.yaml")
         run = launch(mode, self.app.runs_root, config_file=config_file, run_id=run_id)
         self.app.register_launch(run)
