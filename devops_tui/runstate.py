@@ -144,7 +144,8 @@ class RunState:
             alerts.append(Alert("warning", f"entropy {entropy:.3f}: distribution collapse; add entropy_coeff"))
         if self.meta.get("status") == "running":
             if run_alive(self.meta) is False:
-                alerts.append(Alert("error", f"process {self.meta.get('pid')} is gone but the run says running: it crashed"))
+                pid = self.meta.get("pid")
+                alerts.append(Alert("error", f"process {pid} is gone but the run says running: it crashed"))
             elif self.last_row_time is not None:
                 per_step = self.seconds_per_step() or 0.0
                 limit = max(stall_after_s, 5 * per_step)

@@ -136,7 +136,7 @@ def test_tail_reads_verl_file_logger_jsonl(tmp_path):
     path = tmp_path / "verl.jsonl"
     proc = run_writer(VERL_WRITER, path)
     assert proc.wait(timeout=60) == 0
-    pairs = metric_rows(FileTail(path).poll_records())
+    pairs = list(metric_rows(FileTail(path).poll_records()))
     assert [step for step, _ in pairs] == [1, 2, 3]
     assert pairs[1][1]["actor/pg_loss"] == pytest.approx(0.25)
     assert pairs[0][1]["actor/grad_norm"] is None  # orjson writes NaN as null
@@ -271,6 +271,12 @@ def test_resolver_takes_folder_id_and_prefix_and_never_globs(tmp_path, monkeypat
     with pytest.raises(UserError, match="no run"):
         resolve_run(str(verl_file))  # a command that takes only runs
     assert find_run("Qwen/Qwen2.5-0.5B") is None  # a model id, for `serve`
+    here = tmp_path / "cwd"
+    (here / "abc-1").mkdir(parents=True)
+    (here / "ab").mkdir()
+    monkeypatch.chdir(here)
+    assert find_run("abc-1") == tmp_path / "abc-1"  # a run id wins over a local folder of the same name
+    assert find_run("ab") is None  # a local folder is not taken for the start of a run id
 
 
 def _hand_made_run(root: Path, name: str, meta) -> Path:
@@ -294,7 +300,8 @@ def test_a_dead_pid_counts_only_on_its_own_host(tmp_path):
 
 
 def test_listing_survives_a_broken_meta_json_and_follows_metrics_incrementally(tmp_path):
-    good = RunDirectory.create(tmp_path, mode="ci-fast", backend="torch", config=load_config("ci-fast"), run_id="b-good")
+    cfg = load_config("ci-fast")
+    good = RunDirectory.create(tmp_path, mode="ci-fast", backend="torch", config=cfg, run_id="b-good")
     _hand_made_run(tmp_path, "a-list", [1, 2, 3])  # JSON, but not an object
     (_hand_made_run(tmp_path, "c-broken", {}) / "meta.json").write_text('{"status": "runn')
     cache: dict = {}

@@ -200,7 +200,8 @@ def test_runs_listing_reads_only_what_was_appended(tmp_path):
         run = tmp_path / name
         run.mkdir()
         (run / "meta.json").write_text(json.dumps({"run_id": name, "status": status}))
-        (run / "metrics.jsonl").write_text(_row(1, **{"reward/final/mean": 0.2}) + _row(2, **{"reward/final/mean": 0.5}))
+        rows = _row(1, **{"reward/final/mean": 0.2}) + _row(2, **{"reward/final/mean": 0.5})
+        (run / "metrics.jsonl").write_text(rows)
     (tmp_path / ".cockpit").mkdir()
     cache: dict = {}
     rows = list_runs(tmp_path, cache)

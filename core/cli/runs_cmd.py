@@ -77,7 +77,8 @@ def show(
     versions = meta.get("versions") or {}
     if versions:
         print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-    print(f"steps:    {format_number(summary.steps)}   best reward: {format_number(summary.best_reward)}   last reward: {format_number(summary.last_reward)}")
+    print(f"steps:    {format_number(summary.steps)}   best reward: {format_number(summary.best_reward)}   "
+          f"last reward: {format_number(summary.last_reward)}")
     metrics = read_jsonl(target.metrics_path)
     if metrics:
         last = metrics[-1]

@@ -145,19 +145,21 @@ def _drain(view: MetricsView, metrics, log_tail, events) -> tuple[list[int], lis
 
 def _follow_plain(view, metrics, log_tail, events, finished, interval) -> int:
     printed_header: list[str] = []
-    for step in sorted(view.rows):
-        if view.header() != printed_header:
-            printed_header = view.header()
-            print(_plain(printed_header), flush=True)
-        print(_plain(view.line(step)), flush=True)
-    while True:
-        done = finished()  # read before draining, so lines written just before the end are still shown
-        steps, logs = _drain(view, metrics, log_tail, events)
-        for step in dict.fromkeys(steps):
+
+    def print_steps(steps) -> None:
+        """The rows of these steps, each time the columns changed preceded by a new header."""
+        nonlocal printed_header
+        for step in steps:
             if view.header() != printed_header:
                 printed_header = view.header()
                 print(_plain(printed_header), flush=True)
             print(_plain(view.line(step)), flush=True)
+
+    print_steps(sorted(view.rows))
+    while True:
+        done = finished()  # read before draining, so lines written just before the end are still shown
+        steps, logs = _drain(view, metrics, log_tail, events)
+        print_steps(dict.fromkeys(steps))
         for line in logs:
             print(line, flush=True)
         if done and not steps and not logs:

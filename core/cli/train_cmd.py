@@ -37,8 +37,8 @@ def _open_run_dir(run_dir: Path | None, resume: bool, mode: str):
     if not resume:
         return None
     for summary in sorted(list_runs(), key=lambda r: r.run_id, reverse=True):
-        candidate = RunDirectory.open(summary.path)
-        if candidate.meta().get("mode") == mode and any(candidate.checkpoints_dir.glob("global_step_*")):
+        candidate = RunDirectory(summary.path)
+        if summary.mode == mode and any(candidate.checkpoints_dir.glob("global_step_*")):
             return candidate
     raise UserError(f"--resume: no run of mode '{mode}' with a checkpoint under the runs folder; pass --run-dir")
 

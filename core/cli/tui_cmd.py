@@ -12,7 +12,8 @@ def register(app: typer.Typer) -> None:
     @app.command("tui", help="Open the training cockpit: runs, dataset, config, live charts and results.")
     def tui(
         attach: str = typer.Option(None, "--attach", "-a", metavar="RUN",
-                                   help="Open this run folder, run id (or unique prefix) or verl metrics JSONL on the Live screen."),
+                                   help="Open this run folder, run id (or unique prefix) or verl metrics JSONL "
+                                        "on the Live screen."),
     ) -> None:
         from core.runs import resolve_run
 

@@ -36,6 +36,6 @@ __all__ = [
     "CONFIG_FILE", "EVENTS_FILE", "GONE", "LOG_FILE", "META_FILE", "METRICS_FILE", "REWARD_KEYS", "SAMPLES_FILE",
     "STATUSES", "STOP_GRACE_S", "FileTail", "MetricsDigest", "RunDirectory", "RunSummary", "append_jsonl",
     "find_run", "last_step", "list_runs", "local_pid", "metric_rows", "new_run_id", "now_iso", "on_this_host",
-    "parse_record", "pid_alive", "read_jsonl", "read_meta", "resolve_run", "reward_of", "run_alive", "run_status", "stop_process",
-    "summarize",
+    "parse_record", "pid_alive", "read_jsonl", "read_meta", "resolve_run", "reward_of", "run_alive", "run_status",
+    "stop_process", "summarize",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,20 +29,25 @@ def parse_record(line: bytes | str, path: Path | str = "") -> dict | None:
     return record if isinstance(record, dict) else None
 
 
+def _records(text: str, path: Path) -> list[dict]:
+    # Text decoded once for many lines: json.loads(str) beats json.loads(bytes), which decodes each line again.
+    return [r for r in (parse_record(line, path) for line in text.split("\n")) if r is not None]
+
+
 def read_jsonl(path: Path) -> list[dict]:
     """Every complete JSON object in a file ([] if missing); a partial or broken line is skipped."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
         return []
-    # One decode for the whole file: json.loads(str) per line beats json.loads(bytes), which decodes each again.
-    lines = data.decode("utf-8", "replace").split("\n")
-    return [r for r in map(parse_record, lines, [path] * len(lines)) if r is not None]
+    return _records(data.decode("utf-8", "replace"), path)
 
 
-def metric_rows(records: list[dict]) -> list[tuple[int, dict[str, Any]]]:
+def metric_rows(records: Iterable[dict]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(step, data) of the records in verl's file-logger format; other records are left out."""
-    return [(r["step"], r["data"]) for r in records if isinstance(r.get("step"), int) and isinstance(r.get("data"), dict)]
+    for r in records:
+        if isinstance(r.get("step"), int) and isinstance(r.get("data"), dict):
+            yield r["step"], r["data"]
 
 
 def last_step(metrics_path: Path) -> int | None:
@@ -73,30 +79,33 @@ class FileTail:
 
     def poll(self) -> list[bytes]:
         """The complete lines (without line endings, blank ones left out) that arrived since the last call."""
-        try:
-            handle = open(self.path, "rb")  # noqa: SIM115 - closed below; `with` would hide the early returns
-        except OSError:
-            return []  # not there yet, or deleted: a new file is noticed as a restart
-        try:
-            chunk = self._read(handle.fileno())
-        finally:
-            handle.close()
-        if not chunk:
-            return []
-        data = self._pending + chunk
-        if self._skip_to_newline:
-            start = data.find(b"\n") + 1
-            if not start:
-                self._pending = b""
-                return []
-            data, self._skip_to_newline = data[start:], False
-        cut = data.rfind(b"\n") + 1
-        self._pending = data[cut:]
-        return [line.rstrip(b"\r") for line in data[:cut].split(b"\n") if line.strip()]
+        data, cut = self._take()
+        lines = data.split(b"\n")
+        lines.pop()  # the partial line, kept in _pending (splitting all of data spares a copy of data[:cut])
+        return [line.rstrip(b"\r") for line in lines if line.strip()]
 
     def poll_records(self) -> list[dict]:
         """`poll()`, each line parsed as a JSON object (lines that are not one are skipped)."""
-        return [r for r in (parse_record(line, self.path) for line in self.poll()) if r is not None]
+        data, cut = self._take()
+        return _records(str(memoryview(data)[:cut], "utf-8", "replace"), self.path)
+
+    def _take(self) -> tuple[bytes, int]:
+        """(data, cut): data[:cut] are the complete lines that arrived since the last call, data[cut:] the
+        partial last one, kept for the next call."""
+        try:
+            handle = open(self.path, "rb")
+        except FileNotFoundError:
+            return b"", 0  # not there yet, or deleted: a new file is noticed as a restart
+        with handle:
+            chunk = self._read(handle.fileno())
+        data = self._pending + chunk
+        if self._skip_to_newline:
+            start = data.find(b"\n") + 1
+            data = data[start:] if start else b""
+            self._skip_to_newline = not start
+        cut = data.rfind(b"\n") + 1
+        self._pending = data[cut:]
+        return data, cut
 
     def _read(self, fd: int) -> bytes:
         st = os.fstat(fd)

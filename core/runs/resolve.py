@@ -14,8 +14,8 @@ from core.runs.folder import META_FILE
 def find_run(spec: str | Path, *, root: Path | None = None) -> Path | None:
     """The run folder `spec` names, or None when it names none (it may be a model folder or a file).
 
-    `spec` is a folder holding meta.json, or, when it is a bare name (no path separator and nothing of
-    that name here), a run id under `root` (default: the runs folder) or the unique start of one.
+    `spec` is a folder holding meta.json, or a bare name (no path separator): a run id under `root`
+    (default: the runs folder), or, unless something of that name is here, the unique start of one.
     UserError when the start fits more than one run.
     """
     from core.paths import runs_root
@@ -24,11 +24,13 @@ def find_run(spec: str | Path, *, root: Path | None = None) -> Path | None:
     if (path / META_FILE).is_file():
         return path
     text = str(spec)
-    if path.exists() or not text or "/" in text or "\\" in text or text in (".", ".."):
+    if not text or "/" in text or "\\" in text or text in (".", ".."):
         return None
     root = Path(root) if root is not None else runs_root()
     if (root / text / META_FILE).is_file():
         return root / text
+    if path.exists():
+        return None  # a model folder or file of that name: a start of a run id would only be a guess
     try:
         matches = sorted(p for p in root.iterdir() if p.name.startswith(text) and (p / META_FILE).is_file())
     except OSError:

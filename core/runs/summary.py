@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from core.runs.folder import META_FILE, METRICS_FILE, read_meta
-from core.runs.process import pid_alive, on_this_host
+from core.runs.process import on_this_host, pid_alive
 from core.runs.reading import FileTail, metric_rows
 
 REWARD_KEYS = ("critic/score/mean", "reward/final/mean")  # training reward; validation is val/score/mean
@@ -59,26 +59,32 @@ def timestamp(value: Any) -> float | None:
     return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
 
 
+DIGEST_READ_BYTES = 8 * 2**20  # a long history is read in pieces of this size, so its rows are never all in memory
+
+
 class MetricsDigest:
     """The last step, last and best reward of a metrics file, kept up to date by reading only what was appended."""
 
     def __init__(self, path: Path) -> None:
-        self.tail = FileTail(path)
+        self.tail = FileTail(path, max_bytes=DIGEST_READ_BYTES)
         self.steps: int | None = None
         self.last_reward: float | None = None
         self.best_reward: float | None = None
 
     def update(self) -> None:
-        restarts = self.tail.restarts
-        records = self.tail.poll_records()
-        if self.tail.restarts != restarts:  # replaced or rewritten (--resume): the records are the new file's
-            self.steps = self.last_reward = self.best_reward = None
-        for step, data in metric_rows(records):
-            self.steps = step if self.steps is None else max(self.steps, step)
-            reward = reward_of(data)
-            if reward is not None:
-                self.last_reward = reward
-                self.best_reward = reward if self.best_reward is None else max(self.best_reward, reward)
+        while True:
+            restarts = self.tail.restarts
+            records = self.tail.poll_records()
+            if self.tail.restarts != restarts:  # replaced or rewritten (--resume): the records are the new file's
+                self.steps = self.last_reward = self.best_reward = None
+            if not records:
+                return
+            for step, data in metric_rows(records):
+                self.steps = step if self.steps is None else max(self.steps, step)
+                reward = reward_of(data)
+                if reward is not None:
+                    self.last_reward = reward
+                    self.best_reward = reward if self.best_reward is None else max(self.best_reward, reward)
 
 
 @dataclass

@@ -6,6 +6,7 @@ confirmation. The folder is listed by a thread worker every few seconds; the tab
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from textual import work
@@ -37,7 +38,8 @@ class RunsScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self.rows: list[RunSummary] = []
-        self._cache: dict = {}  # for list_runs; touched by the scanning worker only
+        self._cache: dict = {}  # for list_runs: its metrics followers must not be polled by two scans at once
+        self._cache_lock = threading.Lock()
 
     def compose(self) -> ComposeResult:
         yield Static("", id="runs-title")
@@ -50,16 +52,21 @@ class RunsScreen(Screen):
                              ("reward", 8), ("best", 8), ("age", 4)):
             table.add_column(label, width=width)
         self.query_one("#runs-title", Static).update(f"runs in {self.app.runs_root}")
-        self.action_refresh()
         self.set_interval(REFRESH_S, self.action_refresh)
 
+    def on_screen_resume(self) -> None:
+        self.call_after_refresh(self.action_refresh)  # not if the app switched on at once (tui --attach)
+
     def action_refresh(self) -> None:
-        if self.is_current or not self.rows:
+        """List the runs folder again, only while this screen is shown (reading runs costs the UI's CPU)."""
+        if self.is_current:
             self._scan(self.app.runs_root)
 
     @work(thread=True, exclusive=True, group="runs-scan", exit_on_error=False)
     def _scan(self, root: Path) -> None:
-        self.post_message(RunsListed(list_runs(root, self._cache)[::-1]))  # newest first: ids sort by start time
+        with self._cache_lock:  # a cancelled scan's thread may still be running
+            runs = list_runs(root, self._cache)
+        self.post_message(RunsListed(runs[::-1]))  # newest first: ids sort by start time
 
     def on_runs_listed(self, message: RunsListed) -> None:
         table = self.query_one(DataTable)
