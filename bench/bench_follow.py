@@ -47,8 +47,8 @@ def _wait_for(lines: queue.Queue, needle: str, timeout: float = 30.0) -> float:
 
 def _latencies() -> tuple[list[float], list[float]]:
     sys.path.insert(0, str(REPO))
+    from core.runs import RunDirectory, append_jsonl
     from core.training.config import load_config
-    from core.training.rundir import RunDirectory, append_jsonl
 
     root = Path(tempfile.mkdtemp(prefix="bench-follow-"))
     env = {**os.environ, "DEVOPS_RL_RUNS_DIR": str(root), "HF_HUB_OFFLINE": "1"}
@@ -83,7 +83,7 @@ def _latencies() -> tuple[list[float], list[float]]:
 
 
 def _read_speed() -> tuple[float, float]:
-    from core.training.rundir import read_jsonl
+    from core.runs import read_jsonl
 
     folder = Path(tempfile.mkdtemp(prefix="bench-read-"))
     path = folder / "metrics.jsonl"

@@ -35,8 +35,8 @@ def _records():
 
 
 def native_side() -> dict:
+    from core.runs import RunDirectory, read_jsonl
     from core.training.native import NativeTrainer
-    from core.training.rundir import RunDirectory, read_jsonl
     from core.training.train import config_for_mode
 
     overrides = [

@@ -139,7 +139,7 @@ async def _first_paint(run: Path) -> tuple[float, int]:
 
 
 def run() -> list[dict]:
-    from core.training.rundir import read_jsonl
+    from core.runs import read_jsonl
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

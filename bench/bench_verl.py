@@ -68,8 +68,8 @@ def _compose_rows() -> list[dict]:
 def _pump_rows() -> list[dict]:
     from verl.utils.tracking import FileLogger
 
+    from core.runs import RunDirectory
     from core.training.config import load_config
-    from core.training.rundir import RunDirectory
     from core.training.verl_backend.launch import MetricsPump
 
     data = {f"metric/{i}/mean": float(i) for i in range(120)}  # a verl step logs about this many keys

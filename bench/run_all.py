@@ -13,6 +13,10 @@ import traceback
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR.parent))
+
+from core.formatting import format_number  # noqa: E402 - the repository is importable only from here on
+
 COLUMNS = ("benchmark", "figure", "value", "unit", "peer", "ratio", "goal")
 
 
@@ -24,9 +28,7 @@ def _load(path: Path):
 
 
 def _fmt(value) -> str:
-    if isinstance(value, float):
-        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
-    return "" if value is None else str(value)
+    return format_number(value, digits=3, grouped=True, missing="")
 
 
 def print_table(rows: list[dict]) -> None:

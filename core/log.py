@@ -11,6 +11,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 FILE_FORMAT = "%(asctime)s | %(levelname)-8s | %(funcName)s:%(lineno)d | %(message)s"
 PLAIN_CONSOLE_FORMAT = "%(asctime)s %(levelname)s %(message)s"
@@ -34,16 +35,33 @@ def secret_values() -> list[str]:
     return [v for v in (os.environ.get(name, "") for name in SECRET_ENV_VARS) if len(v) >= 6]
 
 
-def mask_secrets(text: str) -> str:
-    """Replace anything that looks like an API key, and every secret from the environment, by ***."""
+def mask_secrets(text: str, *, patterns: bool = True) -> str:
+    """Replace every secret from the environment, and anything that looks like an API key, by ***.
+
+    `patterns=False` replaces only the environment's values: for text that is already JSON, where a key
+    pattern's match could swallow the backslash of an escaped quote and break the document.
+    """
     for value in secret_values():
         text = text.replace(value, MASK)
+    if not patterns:
+        return text
     for pattern in _SECRET_PATTERNS:
         if pattern.groups:
             text = pattern.sub(lambda m: m.group(1) + MASK, text)
         else:
             text = pattern.sub(MASK, text)
     return text
+
+
+def mask_nested(value: Any) -> Any:
+    """`value` with every string inside it (through dicts, lists and tuples) passed through `mask_secrets`."""
+    if isinstance(value, str):
+        return mask_secrets(value)
+    if isinstance(value, dict):
+        return {k: mask_nested(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_nested(v) for v in value]
+    return value
 
 
 class SecretMaskFilter(logging.Filter):

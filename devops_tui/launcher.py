@@ -7,21 +7,12 @@ stopping is an explicit SIGINT, which the trainer turns into a checkpoint and st
 from __future__ import annotations
 
 import os
-import secrets
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.errors import UserError
-
-
-def new_run_id(mode: str, now: float | None = None) -> str:
-    """`YYYYmmdd-HHMMSS-<mode>-<4 hex>`, the run directory's id format (sortable, safe)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
-    return f"{stamp}-{mode}-{secrets.token_hex(2)}"
+from core.runs import new_run_id, stop_process
 
 
 def train_command(mode: str, run_dir: Path, config_file: Path | None = None) -> list[str]:
@@ -48,19 +39,16 @@ class LaunchedRun:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def stop(self, grace_s: float = 30.0) -> int | None:
-        """SIGINT (checkpoint and "stopped"), then SIGTERM and SIGKILL if it does not finish in time."""
-        for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
-            if not self.alive():
-                break
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.process.wait(wait_s)
-            except subprocess.TimeoutExpired:
-                continue
+    def _exited_within(self, timeout: float) -> bool:
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def stop(self) -> int | None:
+        """Stop the run's process group the agreed way (`core.runs.stop_process`); returns its exit code."""
+        stop_process(self.pid, group=True, wait=self._exited_within)
         return self.process.poll()
 
     def console_tail(self, n: int = 5) -> list[str]:
@@ -87,16 +75,3 @@ def launch(mode: str, runs_root: Path, *, config_file: Path | None = None,
             start_new_session=True, cwd=os.getcwd(), env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     return LaunchedRun(path=run_dir, process=process, console=console, command=command)
-
-
-def stop_headless(meta: dict) -> None:
-    """Ask a run started elsewhere on this host to stop (SIGINT to the pid in its meta.json)."""
-    pid = meta.get("pid")
-    if meta.get("host") not in (None, "", os.uname().nodename):
-        raise UserError(f"run {meta.get('run_id')} runs on host {meta.get('host')}; stop it there")
-    try:
-        os.kill(int(pid), signal.SIGINT)
-    except (TypeError, ValueError):
-        raise UserError(f"run {meta.get('run_id')} has no pid in meta.json; stop it where it was started") from None
-    except ProcessLookupError:
-        raise UserError(f"run {meta.get('run_id')}: process {pid} is not running any more") from None

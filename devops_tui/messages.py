@@ -36,11 +36,3 @@ class OpenRun(Message):
     """Show this run folder (or verl metrics JSONL) on the Live screen."""
 
     path: Path
-
-
-@dataclass
-class RunFinished(Message):
-    """A training process this cockpit started has exited with `returncode`."""
-
-    path: Path
-    returncode: int

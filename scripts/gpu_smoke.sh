@@ -28,7 +28,7 @@ import json, sys
 from pathlib import Path
 
 from core.rewards import DIMENSIONS, PENALTIES
-from core.training.rundir import RunDirectory, read_jsonl
+from core.runs import RunDirectory, read_jsonl
 
 run, steps = RunDirectory.open(sys.argv[1]), int(sys.argv[2])
 problems = []

@@ -137,8 +137,8 @@ def test_sigint_saves_a_checkpoint_marks_the_run_stopped_and_exits_130(tmp_path)
 
 
 def test_diverging_weights_stop_the_run_as_failed_and_keep_the_last_good_checkpoint(tmp_path, monkeypatch):
+    from core.runs import RunDirectory
     from core.training.actor import TrainingFailed
-    from core.training.rundir import RunDirectory
     from core.training.train import config_for_mode, run_training
 
     # lr=1e6 is far outside what `validate` allows; run_training is called directly to make the weights blow up.

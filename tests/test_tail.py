@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 RUN_WRITER = r"""
 import sys
 from core.training.config import load_config
-from core.training.rundir import RunDirectory
+from core.runs import RunDirectory
 run = RunDirectory.create(sys.argv[1], mode="ci-fast", backend="torch", config=load_config("ci-fast"), run_id="live")
 print("ready", flush=True)
 for line in sys.stdin:
@@ -138,7 +138,7 @@ def test_tail_reads_a_verl_file_logger_jsonl_directly(tmp_path):
 
 def test_tail_follow_ends_when_the_run_process_is_gone(tmp_path):
     runs = tmp_path / "runs"
-    code = ("import sys; from core.training.config import load_config; from core.training.rundir import RunDirectory; "
+    code = ("import sys; from core.training.config import load_config; from core.runs import RunDirectory; "
             "r = RunDirectory.create(sys.argv[1], mode='train', backend='torch', config=load_config(), run_id='crashed'); "
             "r.log_metrics(1, {'critic/score/mean': 0.3})")
     subprocess.run([sys.executable, "-c", code, str(runs)], cwd=REPO, env=cli_env(runs), check=True, timeout=120)
@@ -157,7 +157,7 @@ def test_tail_and_runs_show_unknown_run_give_one_line(tmp_path):
 
 
 def test_runs_list_and_show(tmp_path):
-    code = ("import sys; from core.training.config import load_config; from core.training.rundir import RunDirectory; "
+    code = ("import sys; from core.training.config import load_config; from core.runs import RunDirectory; "
             "r = RunDirectory.create(sys.argv[1], mode='ci-fast', backend='torch', config=load_config('ci-fast'), run_id='20260101-000000-ci-fast-abcd'); "
             "[r.log_metrics(s, {'critic/score/mean': v}) for s, v in ((1, 0.1), (2, 0.5), (3, 0.3))]; "
             "(r.checkpoints_dir / 'global_step_2').mkdir(); r.event('checkpoint', step=2); r.set_status('finished', '3 steps')")
@@ -181,7 +181,7 @@ def test_tail_follow_on_a_terminal_draws_a_live_table(tmp_path):
     """On a TTY the table is drawn by rich Live; a finished run is drawn once and tail exits."""
     import pty
 
-    code = ("import sys; from core.training.config import load_config; from core.training.rundir import RunDirectory; "
+    code = ("import sys; from core.training.config import load_config; from core.runs import RunDirectory; "
             "r = RunDirectory.create(sys.argv[1], mode='ci-fast', backend='torch', config=load_config('ci-fast'), run_id='done'); "
             "[r.log_metrics(s, {'critic/score/mean': s / 8, 'actor/entropy': 1.25}) for s in (1, 2, 3)]; r.set_status('finished', 'ok')")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, env=cli_env(tmp_path), check=True, timeout=120)

@@ -36,7 +36,7 @@ def test_bad_input_is_one_error_line_and_exit_2(capsys, tmp_path, args, message)
 
 
 def test_run_dir_that_holds_a_run_needs_resume(tmp_path, capsys):
-    from core.training.rundir import RunDirectory
+    from core.runs import RunDirectory
     from core.training.train import config_for_mode
 
     run = RunDirectory.create(tmp_path, mode="test", backend="torch", config=config_for_mode("test"))

@@ -11,14 +11,10 @@ import os
 
 import pytest
 
-from devops_tui.runfeed import (
-    FileTail,
-    RunFeed,
-    RunState,
-    Series,
-    load_metrics_history,
-    smooth,
-)
+from core.runs import FileTail, list_runs
+from devops_tui.runfeed import RunFeed, RunUpdate, thin_history
+from devops_tui.runstate import RunState
+from devops_tui.series import Series, smooth
 from devops_tui.widgets.chart import axis_label, bucket_by_step
 
 
@@ -30,32 +26,32 @@ def test_tail_keeps_partial_line_until_its_newline_arrives(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text(_row(1, x=1.0) + '{"step": 2, "da')
     tail = FileTail(path)
-    assert [json.loads(line)["step"] for line in tail.read_lines()] == [1]
-    assert tail.read_lines() == []
+    assert [json.loads(line)["step"] for line in tail.poll()] == [1]
+    assert tail.poll() == []
     with open(path, "a") as handle:
         handle.write('ta": {"x": 2.0}}\n')
-    assert [json.loads(line)["step"] for line in tail.read_lines()] == [2]
+    assert [json.loads(line)["step"] for line in tail.poll()] == [2]
 
 
 def test_tail_rereads_a_truncated_or_replaced_file(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text(_row(1, x=1.0) + _row(2, x=2.0))
     tail = FileTail(path)
-    assert len(tail.read_lines()) == 2
+    assert len(tail.poll()) == 2
     path.write_text(_row(1, x=9.0))  # truncated and rewritten (a --resume that drops later steps)
-    assert [json.loads(line)["data"]["x"] for line in tail.read_lines()] == [9.0]
+    assert [json.loads(line)["data"]["x"] for line in tail.poll()] == [9.0]
     replacement = tmp_path / "new.jsonl"
     replacement.write_text(_row(5, x=5.0) + _row(6, x=6.0) + _row(7, x=7.0))
     os.replace(replacement, path)  # a new file under the same name
-    assert [json.loads(line)["step"] for line in tail.read_lines()] == [5, 6, 7]
+    assert [json.loads(line)["step"] for line in tail.poll()] == [5, 6, 7]
     assert tail.restarts == 2
 
 
 def test_tail_of_a_big_log_starts_near_its_end(tmp_path):
     path = tmp_path / "train.log"
     path.write_text("".join(f"line {i}\n" for i in range(100_000)))
-    tail = FileTail(path, start_at_end_bytes=1000)
-    lines = tail.read_lines()
+    tail = FileTail(path, from_end=1000)
+    lines = tail.poll()
     assert lines[-1] == b"line 99999"
     assert 50 < len(lines) < 120  # only the end was read, and no half line at the cut
     assert all(line.startswith(b"line ") for line in lines)
@@ -71,15 +67,22 @@ def test_series_memory_is_bounded_but_spans_the_whole_run():
 
 
 def test_history_of_100k_rows_is_thinned_and_keeps_the_last_row(tmp_path):
-    path = tmp_path / "metrics.jsonl"
-    with open(path, "w") as handle:
+    run = tmp_path / "run"
+    run.mkdir()
+    with open(run / "metrics.jsonl", "w") as handle:
         for step in range(1, 100_001):
             handle.write(_row(step, **{"reward/final/mean": step / 100_000}))
         handle.write('{"step": 100001, "data": {"rew')  # a writer died mid-line
-    rows, stride, offset = load_metrics_history(path, capacity=2048)
-    assert len(rows) <= 2049 and stride > 1
+    feed = RunFeed(run, history_capacity=2048)
+    assert feed.poll()
+    rows = feed.drain().metrics
+    assert len(rows) <= 2049
     assert rows[0]["step"] == 1 and rows[-1]["step"] == 100_000
-    assert offset < path.stat().st_size  # the partial line is left for the follower
+    with open(run / "metrics.jsonl", "a") as handle:  # the partial line was left for the follower
+        handle.write('ard/final/mean": 1.0}}\n')
+    assert feed.poll() and [r["step"] for r in feed.drain().metrics] == [100_001]
+    picked, stride = thin_history([b"%d" % i for i in range(10)], capacity=4)
+    assert (picked, stride) == ([b"0", b"4", b"8", b"9"], 4)
 
 
 def test_feed_follows_new_rows_samples_events_and_log(tmp_path):
@@ -133,8 +136,6 @@ def test_pending_log_lines_are_bounded_when_the_ui_does_not_drain(tmp_path):
 
 def _state_with(values, key="reward/final/mean", **extra):
     state = RunState(clock=lambda: 1000.0)
-    from devops_tui.runfeed import RunUpdate
-
     rows = [{"step": i + 1, "data": {key: v, **extra}} for i, v in enumerate(values)]
     state.apply(RunUpdate(metrics=rows))
     return state
@@ -157,7 +158,9 @@ def test_alerts_for_a_stalled_and_a_vanished_run():
     state.clock = lambda: 1000.0 + 500
     assert any("no new step" in a.text for a in state.alerts())
     state.meta = {"status": "running", "pid": 2**22 + 12345, "host": os.uname().nodename}
-    assert any("is gone" in a.text for a in state.alerts())
+    assert any("is gone" in a.text for a in state.alerts()) and state.status() == "running?"
+    state.meta["host"] = "another-box"  # there the pid means nothing: no alert, no guessed status
+    assert not any("is gone" in a.text for a in state.alerts()) and state.status() == "running"
 
 
 def test_eta_from_step_timing_and_total_steps():
@@ -192,27 +195,25 @@ def test_memory_chart_prefers_gpu_figures_and_falls_back_to_host():
     assert [memory_label(k) for k in memory_keys(host)] == ["process", "host used", "host total"]
 
 
-def test_runs_listing_rereads_only_runs_that_changed(tmp_path, monkeypatch):
-    from devops_tui.screens import runs as runs_screen
-
+def test_runs_listing_reads_only_what_was_appended(tmp_path):
     for name, status in (("20261130-160000-ci-fast-0001", "finished"), ("20261130-170000-ci-fast-0002", "finished")):
         run = tmp_path / name
         run.mkdir()
         (run / "meta.json").write_text(json.dumps({"run_id": name, "status": status}))
-        (run / "metrics.jsonl").write_text(_row(1, **{"reward/final/mean": 0.2}) + _row(2, **{"reward/final/mean": 0.5}))
+        rows = _row(1, **{"reward/final/mean": 0.2}) + _row(2, **{"reward/final/mean": 0.5})
+        (run / "metrics.jsonl").write_text(rows)
     (tmp_path / ".cockpit").mkdir()
-    reads = []
-    real_read = runs_screen.read_run
-    monkeypatch.setattr(runs_screen, "read_run", lambda path: reads.append(path.name) or real_read(path))
     cache: dict = {}
-    rows = runs_screen.scan_runs(tmp_path, cache)
-    assert [r.run_id for r in rows] == ["20261130-170000-ci-fast-0002", "20261130-160000-ci-fast-0001"]
-    assert (rows[0].steps, rows[0].last_reward, rows[0].best_reward) == (2, 0.5, 0.5)
-    with open(tmp_path / rows[1].run_id / "metrics.jsonl", "a") as handle:
+    rows = list_runs(tmp_path, cache)
+    assert [r.run_id for r in rows] == ["20261130-160000-ci-fast-0001", "20261130-170000-ci-fast-0002"]
+    assert (rows[1].steps, rows[1].last_reward, rows[1].best_reward) == (2, 0.5, 0.5)
+    read = {path: digest.tail.position for path, (_, _, digest) in cache.items()}
+    with open(tmp_path / rows[0].run_id / "metrics.jsonl", "a") as handle:
         handle.write(_row(3, **{"reward/final/mean": 0.9}))
-    reads.clear()
-    rows = runs_screen.scan_runs(tmp_path, cache)
-    assert reads == ["20261130-160000-ci-fast-0001"] and rows[1].best_reward == 0.9
+    rows = list_runs(tmp_path, cache)
+    assert rows[0].best_reward == 0.9 and rows[1].best_reward == 0.5
+    grown = {path.name for path, (_, _, digest) in cache.items() if digest.tail.position != read[path]}
+    assert grown == {"20261130-160000-ci-fast-0001"}
 
 
 def test_a_failed_run_says_why_and_events_read_as_one_line():

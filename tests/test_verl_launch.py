@@ -17,15 +17,15 @@ FIXTURE = Path(__file__).with_name("fixtures") / "verl" / "metrics.jsonl"
 
 
 def _run_dir(tmp_path, preset="ci-fast", overrides=()):
+    from core.runs import RunDirectory
     from core.training.config import load_config
-    from core.training.rundir import RunDirectory
 
     cfg = load_config(preset, overrides=list(overrides))
     return cfg, RunDirectory.create(tmp_path / "runs", mode="ci-fast", backend="verl", config=cfg)
 
 
 def _events(run) -> list[dict]:
-    from core.training.rundir import read_jsonl
+    from core.runs import read_jsonl
 
     return read_jsonl(run.events_path)
 
@@ -158,7 +158,7 @@ def test_fixture_is_verls_file_logger_format():
 
 
 def test_pump_copies_verl_metrics_adds_host_figures_and_turns_them_into_events(tmp_path, monkeypatch):
-    from core.training.rundir import follow_metrics, read_jsonl
+    from core.runs import metric_rows, read_jsonl
     from core.training.verl_backend.launch import LATEST_CHECKPOINT, MetricsPump
 
     pytest.importorskip("verl")
@@ -179,7 +179,7 @@ def test_pump_copies_verl_metrics_adds_host_figures_and_turns_them_into_events(t
         assert pump.poll() == 1
     writer.finish()
 
-    copied = list(follow_metrics(run.metrics_path, stop=lambda: True))
+    copied = list(metric_rows(read_jsonl(run.metrics_path)))
     assert [step for step, _ in copied] == [r["step"] for r in records]
     for (step, data), record in zip(copied, records):
         assert data["gpu/0/memory_used_gb"] == 12.5  # the driver's NVML figure...
@@ -197,7 +197,7 @@ def test_pump_copies_verl_metrics_adds_host_figures_and_turns_them_into_events(t
 
 def test_a_fixture_run_reads_in_tail_and_runs_list(tmp_path, monkeypatch, capsys):
     from core.cli.main import main
-    from core.training.rundir import list_runs
+    from core.runs import list_runs
     from core.training.verl_backend.launch import MetricsPump
 
     pytest.importorskip("verl")
@@ -228,7 +228,7 @@ def test_a_fixture_run_reads_in_tail_and_runs_list(tmp_path, monkeypatch, capsys
 
 
 def test_rollout_dumps_become_scored_samples(tmp_path):
-    from core.training.rundir import read_jsonl
+    from core.runs import read_jsonl
     from core.training.verl_backend.data import task_row
     from core.training.verl_backend.launch import MetricsPump
     from tasks import load_tasks
@@ -288,7 +288,7 @@ def test_a_failed_verl_run_reports_its_reason_in_one_line(tmp_path):
 
 
 def test_resume_keeps_metrics_up_to_verls_last_checkpoint(tmp_path, monkeypatch):
-    from core.training.rundir import read_jsonl
+    from core.runs import read_jsonl
     from core.training.verl_backend import detect, launch
 
     monkeypatch.setattr(detect, "check_launch", lambda cfg, ray_address=None: None)
@@ -355,7 +355,7 @@ def test_ctrl_c_stops_the_child_in_order_and_marks_the_run_stopped(tmp_path, mon
     import threading
     import time
 
-    from core.training.rundir import read_jsonl
+    from core.runs import read_jsonl
 
     cfg, run, launch = _launch_with_child(tmp_path, monkeypatch, "wait")
 
@@ -390,7 +390,7 @@ def test_a_crashing_child_fails_the_run_with_its_error_line(tmp_path, monkeypatc
 
 
 def test_a_finished_child_finishes_the_run_with_every_step_copied(tmp_path, monkeypatch):
-    from core.training.rundir import read_jsonl
+    from core.runs import read_jsonl
 
     cfg, run, launch = _launch_with_child(tmp_path, monkeypatch, "finish")
     launch.run_verl_training(cfg, mode="ci-fast", run_dir=run, poll_interval=0.05)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import UserError
+from core.log import mask_secrets
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +192,7 @@ class DevOpsAgent:
         cause = exc.__cause__ or exc.__context__
         reason = str(cause).splitlines()[0][:120] if cause else type(exc).__name__
         what = "timed out" if "Timeout" in type(exc).__name__ else "cannot connect"
-        return (f"{self.base_url}: {what} after {tries} tries ({_mask(reason)}); is the server running? "
+        return (f"{self.base_url}: {what} after {tries} tries ({mask_secrets(reason)}); is the server running? "
                 "start one with 'devops-rl serve builtin:tiny' or check --base-url")
 
     def served_models(self) -> list[str]:
@@ -203,12 +204,6 @@ class DevOpsAgent:
             return []
 
 
-def _mask(text: str) -> str:
-    from core.log import mask_secrets
-
-    return mask_secrets(text)
-
-
 def _describe(exc: Exception) -> str:
     """A short masked description of an openai error: status and the server's message, one line."""
     status = getattr(exc, "status_code", None)
@@ -217,4 +212,4 @@ def _describe(exc: Exception) -> str:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         message = body["error"].get("message")
     text = str(message or exc).splitlines()[0][:200] if str(message or exc) else type(exc).__name__
-    return _mask(f"HTTP {status}: {text}" if status else f"{type(exc).__name__}: {text}")
+    return mask_secrets(f"HTTP {status}: {text}" if status else f"{type(exc).__name__}: {text}")

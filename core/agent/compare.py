@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
+from core.formatting import format_number
 
 
 def load_results(path: Path) -> dict:
@@ -78,9 +79,7 @@ def compare(a: dict, b: dict, *, top: int = 5) -> dict[str, Any]:
 
 
 def _num(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{value:+.3f}" if signed else f"{value:.3f}"
+    return format_number(value, style="fixed", digits=3, signed=signed)
 
 
 def format_comparison(result: dict, name_a: str = "A", name_b: str = "B") -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import queue
 import threading
 import time
@@ -123,15 +122,6 @@ def new_results_path(folder: Path) -> Path:
     return path
 
 
-def _scrub(text: str) -> str:
-    """Remove the secret values of the environment (the API key) from text about to be written."""
-    from core.log import MASK, secret_values
-
-    for value in secret_values():
-        text = text.replace(value, MASK)
-    return text
-
-
 class ResultsFile:
     """One eval's results on disk, always valid JSON: settings, planned task ids, summary and results."""
 
@@ -199,13 +189,11 @@ class ResultsFile:
 
     def save(self) -> None:
         """Write the whole file atomically (temp file, fsync, rename): a crash leaves the previous version."""
+        from core.files import write_atomic
+        from core.log import mask_secrets
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(_scrub(self.to_json()))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
+        write_atomic(self.path, mask_secrets(self.to_json(), patterns=False))  # the environment's API keys
 
 
 def find_resumable(folder: Path) -> Path | None:
@@ -326,12 +314,6 @@ def _split_params(run_path: Path | None) -> tuple[float, int]:
     return float(cfg.devops.val_fraction), int(cfg.devops.seed)
 
 
-def _run_of(spec: str | None) -> Path | None:
-    from core.agent.server import _run_folder
-
-    return _run_folder(spec) if spec else None
-
-
 def evaluate(
     *,
     base_url: str | None = None,
@@ -367,18 +349,14 @@ def evaluate(
 
     import tasks as task_lib
     from core.log import mask_secrets
+    from core.runs import find_run, resolve_run
 
     if base_url and local:
         raise UserError("--base-url and --local both given; pick one endpoint")
     if concurrency < 1:
         raise UserError(f"--concurrency: {concurrency} must be at least 1")
-    run_path = _run_of(run) if run else None
-    if run and run_path is None:
-        from core.training.rundir import RunDirectory
-
-        run_path = RunDirectory.open(run).path  # raises the one-line "no run" error
-    if run_path is None and local:
-        run_path = _run_of(local)
+    run_path = resolve_run(run) if run else find_run(local) if local else None  # a bad --run: one-line error
+    run_path = run_path.resolve() if run_path is not None else None
     if run_path is not None and not base_url and not local:
         local = str(run_path)
     folder = run_path / "eval" if run_path is not None else Path.cwd()

@@ -69,18 +69,11 @@ def resolve_served_model(spec: str) -> ServedModel:
 
 
 def _run_folder(text: str) -> Path | None:
-    """The run folder `text` names (a folder with meta.json, or a run id under the runs folder), else None."""
-    candidate = Path(text).expanduser()
-    if (candidate / "meta.json").is_file():
-        return candidate.resolve()
-    if candidate.exists() or "/" in text or "\\" in text:
-        return None
-    from core.training.rundir import RunDirectory
+    """The run folder `text` names (`core.runs.find_run`), absolute, else None."""
+    from core.runs import find_run
 
-    try:
-        return RunDirectory.open(text).path.resolve()
-    except UserError:
-        return None
+    found = find_run(text)
+    return found.resolve() if found is not None else None
 
 
 class LocalModel:

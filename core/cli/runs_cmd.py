@@ -6,12 +6,12 @@ Reads only the files documented in docs/run-format.md, so it works on a run that
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+import time
 from typing import Optional
 
 import typer
 
-from core.cli.common import fmt
+from core.formatting import format_duration, format_number
 
 runs_app = typer.Typer(help="List and inspect runs (the folders under the runs directory).", no_args_is_help=True)
 
@@ -23,21 +23,9 @@ def register(app: typer.Typer) -> None:
     app.add_typer(runs_app, name="runs")
 
 
-def age(iso: str | None) -> str:
-    """'3m', '2h', '5d' since an ISO time ('?' if unknown)."""
-    if not iso:
-        return "?"
-    try:
-        then = datetime.fromisoformat(iso)
-    except ValueError:
-        return "?"
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=timezone.utc)
-    seconds = max(0.0, (datetime.now(timezone.utc) - then).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds)}s"
+def age(started: float | None) -> str:
+    """'3m', '2h', '5d' since a start time ('?' if unknown)."""
+    return format_duration(time.time() - started if started is not None else None, missing="?")
 
 
 @runs_app.command("list")
@@ -49,7 +37,7 @@ def list_cmd(
     from pathlib import Path
 
     from core.paths import runs_root
-    from core.training.rundir import list_runs
+    from core.runs import list_runs
 
     folder = Path(root) if root else runs_root()
     runs = list_runs(folder)
@@ -63,8 +51,8 @@ def list_cmd(
         print(f"no runs under {folder} (start one with 'devops-rl train --mode ci-fast')")
         return
     header = ("run", "status", "mode", "backend", "steps", "best", "last", "age")
-    rows = [(r.run_id, r.shown_status, r.mode, r.backend, fmt(r.steps), fmt(r.best_reward), fmt(r.last_reward),
-             age(r.started_at)) for r in runs]
+    rows = [(r.run_id, r.shown_status, r.mode, r.backend, format_number(r.steps), format_number(r.best_reward),
+             format_number(r.last_reward), age(r.started)) for r in runs]
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
@@ -76,20 +64,21 @@ def show(
     events: int = typer.Option(8, "--events", min=0, help="How many of the last events to print."),
 ) -> None:
     """A run's metadata, latest metrics, last events and checkpoints."""
-    from core.training.rundir import RunDirectory, read_jsonl, summarize
+    from core.runs import RunDirectory, read_jsonl, summarize
 
     target = RunDirectory.open(run)
     summary = summarize(target.path)
-    meta = target.meta()
+    meta = summary.meta
     print(f"run:      {target.run_id}")
     print(f"folder:   {target.path}")
     print(f"status:   {summary.shown_status}" + (f" ({meta['message']})" if meta.get("message") else ""))
     print(f"mode:     {meta.get('mode', '?')}   backend: {meta.get('backend', '?')}   host: {meta.get('host', '?')}   pid: {meta.get('pid', '?')}")
-    print(f"started:  {meta.get('started_at') or '?'} ({age(meta.get('started_at'))} ago)   ended: {meta.get('ended_at') or '-'}")
+    print(f"started:  {meta.get('started_at') or '?'} ({age(summary.started)} ago)   ended: {meta.get('ended_at') or '-'}")
     versions = meta.get("versions") or {}
     if versions:
         print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-    print(f"steps:    {fmt(summary.steps)}   best reward: {fmt(summary.best_reward)}   last reward: {fmt(summary.last_reward)}")
+    print(f"steps:    {format_number(summary.steps)}   best reward: {format_number(summary.best_reward)}   "
+          f"last reward: {format_number(summary.last_reward)}")
     metrics = read_jsonl(target.metrics_path)
     if metrics:
         last = metrics[-1]
@@ -97,12 +86,12 @@ def show(
         shown = {k: data[k] for k in SHOW_KEYS if k in data}
         print(f"last metrics (step {last.get('step')}):")
         for key, value in shown.items():
-            print(f"  {key:<24} {fmt(value)}")
+            print(f"  {key:<24} {format_number(value)}")
     records = read_jsonl(target.events_path)[-events:] if events else []
     if records:
         print("events:")
         for record in records:
-            extra = ", ".join(f"{k}={fmt(v)}" for k, v in record.items() if k not in ("time", "event"))
+            extra = ", ".join(f"{k}={format_number(v)}" for k, v in record.items() if k not in ("time", "event"))
             print(f"  {record.get('time', '?')}  {record.get('event', '?'):<10} {extra}".rstrip())
     checkpoints = sorted(p.name for p in target.checkpoints_dir.glob("global_step_*")) if target.checkpoints_dir.is_dir() else []
     print(f"checkpoints: {', '.join(checkpoints) if checkpoints else 'none'}")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from core.cli.common import fmt
+from core.formatting import format_number
 
 # Preferred columns, in order; only those the run actually logs are shown (verl names, plus ours).
 COLUMNS = (
@@ -62,7 +62,7 @@ class MetricsView:
 
     def line(self, step: int) -> list[str]:
         data = self.rows.get(step, {})
-        return [str(step), *(fmt(data.get(k)) for k in self.keys)]
+        return [str(step), *(format_number(data.get(k)) for k in self.keys)]
 
 
 def _plain(cells: list[str]) -> str:
@@ -71,12 +71,12 @@ def _plain(cells: list[str]) -> str:
 
 def _metrics_path(target: str) -> tuple[Path, object | None]:
     """(metrics file, RunDirectory or None): a run id/folder, or any verl file-logger JSONL given directly."""
-    from core.training.rundir import RunDirectory
+    from core.runs import RunDirectory, resolve_run
 
-    path = Path(target)
+    path = resolve_run(target, files=True)
     if path.is_file():
         return path, None
-    run = RunDirectory.open(target)
+    run = RunDirectory(path)
     return run.metrics_path, run
 
 
@@ -88,13 +88,13 @@ def tail(
     interval: float = typer.Option(0.25, "--interval", min=0.05, help="Seconds between checks for new lines."),
 ) -> int:
     """Show a run's key metrics (and log lines); with --follow, live until the run ends."""
-    from core.training.rundir import FileTail, JsonlTail, pid_alive
+    from core.runs import GONE, FileTail, run_status
 
     metrics_path, run_dir = _metrics_path(run)
     view = MetricsView(keep=lines)
-    metrics = JsonlTail(metrics_path)
-    log_tail = FileTail(run_dir.log_path, from_start=False) if (run_dir is not None and log_lines) else None
-    events = JsonlTail(run_dir.events_path, from_start=False) if run_dir is not None else None
+    metrics = FileTail(metrics_path)
+    log_tail = FileTail(run_dir.log_path, from_end=0) if (run_dir is not None and log_lines) else None
+    events = FileTail(run_dir.events_path, from_end=0) if run_dir is not None else None
     for record in metrics.poll_records():
         view.add(record)
     if not follow:
@@ -112,13 +112,11 @@ def tail(
         if run_dir is None:
             return None
         meta = run_dir.meta()
-        status = meta.get("status")
-        if status and status != "running":
-            return f"run {status}" + (f": {meta['message']}" if meta.get("message") else "")
-        import socket
-
-        if meta.get("host") == socket.gethostname() and pid_alive(meta.get("pid")) is False:
+        status = run_status(meta)
+        if status == GONE:
             return f"run process {meta.get('pid')} is gone (killed?) while its status says running"
+        if meta.get("status") and status != "running":
+            return f"run {status}" + (f": {meta['message']}" if meta.get("message") else "")
         return None
 
     title = f"{run_dir.run_id if run_dir is not None else metrics_path.name}: following {metrics_path} (Ctrl-C to stop)"
@@ -128,7 +126,7 @@ def tail(
 
 
 def _event_line(record: dict) -> str:
-    extra = " ".join(f"{k}={fmt(v)}" for k, v in record.items() if k not in ("time", "event"))
+    extra = " ".join(f"{k}={format_number(v)}" for k, v in record.items() if k not in ("time", "event"))
     return f"event | {record.get('event', '?')} {extra}".rstrip()
 
 
@@ -147,19 +145,21 @@ def _drain(view: MetricsView, metrics, log_tail, events) -> tuple[list[int], lis
 
 def _follow_plain(view, metrics, log_tail, events, finished, interval) -> int:
     printed_header: list[str] = []
-    for step in sorted(view.rows):
-        if view.header() != printed_header:
-            printed_header = view.header()
-            print(_plain(printed_header), flush=True)
-        print(_plain(view.line(step)), flush=True)
-    while True:
-        done = finished()  # read before draining, so lines written just before the end are still shown
-        steps, logs = _drain(view, metrics, log_tail, events)
-        for step in dict.fromkeys(steps):
+
+    def print_steps(steps) -> None:
+        """The rows of these steps, each time the columns changed preceded by a new header."""
+        nonlocal printed_header
+        for step in steps:
             if view.header() != printed_header:
                 printed_header = view.header()
                 print(_plain(printed_header), flush=True)
             print(_plain(view.line(step)), flush=True)
+
+    print_steps(sorted(view.rows))
+    while True:
+        done = finished()  # read before draining, so lines written just before the end are still shown
+        steps, logs = _drain(view, metrics, log_tail, events)
+        print_steps(dict.fromkeys(steps))
         for line in logs:
             print(line, flush=True)
         if done and not steps and not logs:

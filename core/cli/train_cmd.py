@@ -25,7 +25,7 @@ Exit codes: 0 finished, 130 stopped by Ctrl-C/SIGTERM (a checkpoint is saved; co
 
 def _open_run_dir(run_dir: Path | None, resume: bool, mode: str):
     """The run folder to use: `--run-dir` exactly, else the newest resumable run (`--resume`), else None."""
-    from core.training.rundir import RunDirectory, list_runs
+    from core.runs import RunDirectory, list_runs
 
     if run_dir is not None:
         exists = (run_dir / "meta.json").is_file()
@@ -37,8 +37,8 @@ def _open_run_dir(run_dir: Path | None, resume: bool, mode: str):
     if not resume:
         return None
     for summary in sorted(list_runs(), key=lambda r: r.run_id, reverse=True):
-        candidate = RunDirectory.open(summary.path)
-        if candidate.meta().get("mode") == mode and any(candidate.checkpoints_dir.glob("global_step_*")):
+        candidate = RunDirectory(summary.path)
+        if summary.mode == mode and any(candidate.checkpoints_dir.glob("global_step_*")):
             return candidate
     raise UserError(f"--resume: no run of mode '{mode}' with a checkpoint under the runs folder; pass --run-dir")
 
@@ -55,8 +55,8 @@ def train(
     seed: int | None = typer.Option(None, "--seed", help="Random seed (devops.seed)."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="Join an existing Ray cluster (verl backend only)."),
 ) -> int:
+    from core.runs import RunDirectory
     from core.training.progress import ConsoleProgress, run_summary
-    from core.training.rundir import RunDirectory
     from core.training.train import check_ray_address, choose_backend, config_for_mode, run_training
 
     existing = _open_run_dir(run_dir, resume, mode)

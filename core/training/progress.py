@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.formatting import format_duration
+
 KEY_FIGURES = (
     ("reward", "critic/score/mean", "{:.3f}"),
     ("pg_loss", "actor/pg_loss", "{:+.4f}"),
@@ -21,11 +23,6 @@ KEY_FIGURES = (
 )
 
 
-def _clock(seconds: float) -> str:
-    seconds = int(max(0, seconds))
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
-
 def plain_line(update: dict[str, Any]) -> str:
     """One timestamped line per step, for logs, nohup and CI."""
     metrics = update["metrics"]
@@ -35,7 +32,7 @@ def plain_line(update: dict[str, Any]) -> str:
             parts.append(f"{label} {fmt.format(metrics[key])}")
     if "val/score/mean" in metrics:
         parts.append(f"val {metrics['val/score/mean']:.3f}")
-    parts.append(f"eta {_clock(update['eta_s'])}")
+    parts.append(f"eta {format_duration(update['eta_s'], clock=True)}")
     return "  ".join(parts)
 
 
@@ -88,14 +85,15 @@ class ConsoleProgress:
             parts = [f"{name} {metrics[f'reward/{name}/mean']:.2f}" for name in names if f"reward/{name}/mean" in metrics]
             if parts:
                 table.add_row(label, "  ".join(parts))
-        table.add_row("elapsed / eta", f"{_clock(update['elapsed_s'])} / {_clock(update['eta_s'])}")
+        elapsed, eta = (format_duration(update[key], clock=True) for key in ("elapsed_s", "eta_s"))
+        table.add_row("elapsed / eta", f"{elapsed} / {eta}")
         return table
 
 
 def run_summary(run_path: Path) -> str:
     """The closing note: reward per dimension over the first vs the last quarter of steps, the best step,
     where the run is and how to watch it."""
-    from core.training.rundir import read_jsonl
+    from core.runs import read_jsonl
 
     run_path = Path(run_path)
     rows = [r for r in read_jsonl(run_path / "metrics.jsonl") if "critic/score/mean" in r.get("data", {})]

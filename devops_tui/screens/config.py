@@ -7,7 +7,6 @@ field descriptions); the screen adds the diff against the preset, the doctor's m
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -239,14 +238,15 @@ class ConfigScreen(Screen):
         self.notify(f"saved {path} (devops-rl train --config {path.name})")
 
     def action_launch(self) -> None:
+        from core.runs import new_run_id
         from core.training.train import mode_for_preset
-        from devops_tui.launcher import launch, new_run_id
+        from devops_tui.launcher import launch
 
         if self.cfg is None or self.error or self.problems:
             self.notify("fix the config problems first", severity="error")
             return
         mode = mode_for_preset(self.preset)
-        run_id = new_run_id(mode, time.time())
+        run_id = new_run_id(mode)
         config_file = self.save(self.app.runs_root / ".cockpit" / f"{run_id}.config.yaml")
         run = launch(mode, self.app.runs_root, config_file=config_file, run_id=run_id)
         self.app.register_launch(run)

@@ -6,7 +6,6 @@ buffers and redraws the visible charts about once a second, only when something 
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from rich.text import Text
@@ -17,9 +16,12 @@ from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Log, ProgressBar, Static, TabbedContent, TabPane
 
+from core.formatting import format_duration, format_number
+from devops_tui.actions import confirm_and_stop
 from devops_tui.messages import RunDataReady
-from devops_tui.runfeed import LOG_LINES_KEPT, Alert, RunFeed, RunState, follow_feed
-from devops_tui.widgets.chart import MetricChart, format_value
+from devops_tui.runfeed import LOG_LINES_KEPT, RunFeed, follow_feed
+from devops_tui.runstate import Alert, RunState
+from devops_tui.widgets.chart import MetricChart
 
 try:  # the reward's own names when it is installed; the documented ones otherwise
     from core.rewards import DIMENSIONS
@@ -81,22 +83,13 @@ def penalty_keys(series) -> list[str]:
     return sorted(names, key=lambda k: (-peak[k], k))[:4]
 
 
-def format_duration(seconds: float | None) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return "-"
-    seconds = int(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
-
-
 NOTIFY_EVENTS = ("checkpoint", "validation", "warning", "finished", "failed", "stopped")
 
 
 def describe_event(event: dict) -> str:
     """One line for a lifecycle event: its kind, step and the fields that say what happened."""
-    details = ", ".join(f"{k} {format_value(v) if isinstance(v, float) else v}" for k, v in event.items()
-                        if k not in ("event", "time") and not isinstance(v, (dict, list)))
+    details = ", ".join(f"{k} {format_number(v, style='compact') if isinstance(v, float) else v}"
+                        for k, v in event.items() if k not in ("event", "time") and not isinstance(v, (dict, list)))
     return f"{event.get('event')}" + (f": {details}" if details else "")
 
 
@@ -108,7 +101,8 @@ def describe_sample(record: dict) -> Text:
         breakdown = sample.get("breakdown") or {}
         reward = sample.get("reward", breakdown.get("final_reward"))
         text.append(f"{sample.get('task_id', '?')}", style="bold")
-        text.append(f"  reward {format_value(reward if isinstance(reward, (int, float)) else None)}\n")
+        shown = format_number(reward if isinstance(reward, (int, float)) else None, style="compact")
+        text.append(f"  reward {shown}\n")
         dims = breakdown.get("dimensions") or {}
         if dims:
             text.append("  " + "  ".join(f"{k[:4]} {v:.2f}" for k, v in dims.items()
@@ -276,12 +270,13 @@ class LiveScreen(Screen):
         parts.append(Text(f"  step {step if step is not None else '-'}/{total or '?'}"))
         epoch = state.latest.get("training/epoch")
         if epoch is not None:
-            parts.append(Text(f"  epoch {int(epoch) if float(epoch).is_integer() else format_value(epoch)}"))
+            shown = int(epoch) if float(epoch).is_integer() else format_number(epoch, style="compact")
+            parts.append(Text(f"  epoch {shown}"))
         if state.status() == "running":
-            parts.append(Text(f"  ETA {format_duration(state.eta_seconds())}"))
+            parts.append(Text(f"  ETA {format_duration(state.eta_seconds(), parts=2)}"))
         key = state.reward_key()
         if key:
-            parts.append(Text(f"  reward {format_value(state.latest.get(key))}"))
+            parts.append(Text(f"  reward {format_number(state.latest.get(key), style='compact')}"))
         self.query_one("#live-title", Static).update(Text.assemble(*parts))
         bar = self.query_one("#live-progress", ProgressBar)
         if total:
@@ -307,8 +302,6 @@ class LiveScreen(Screen):
             self.app.get_screen_stack("results")[0].show_run(self.feed.folder)
 
     def action_stop_run(self) -> None:
-        from devops_tui.screens.runs import confirm_and_stop
-
         if self.feed is None or self.feed.folder is None:
             self.notify("no run folder attached", severity="warning")
             return

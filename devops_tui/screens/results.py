@@ -8,15 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.text import Text
-
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from devops_tui.widgets.chart import format_value
-
+from core.formatting import format_number
 
 SECTIONS = (("by type", "by_type"), ("by difficulty", "by_difficulty"), ("by dimension", "by_dimension"),
             ("penalties (lower is better)", "by_penalty"))
@@ -25,17 +23,18 @@ SECTIONS = (("by type", "by_type"), ("by difficulty", "by_difficulty"), ("by dim
 def summary_rows(data: dict) -> list[tuple]:
     """(figure, value) rows of one results file: overall figures, then per type/difficulty/dimension/penalty."""
     summary = data["summary"]
-    rows: list[tuple] = [("mean reward", format_value(summary.get("mean_reward"))),
+    rows: list[tuple] = [("mean reward", format_number(summary.get("mean_reward"), style="compact")),
                          ("scored / failed", f"{summary.get('count', '-')} / {summary.get('failures', '-')}")]
     for title, key in SECTIONS:
         if summary.get(key):
             rows.append((Text(title, style="bold"), ""))
-            rows += [(f"  {name}", format_value(value)) for name, value in summary[key].items()]
+            rows += [(f"  {name}", format_number(value, style="compact")) for name, value in summary[key].items()]
     return rows
 
 
-def _signed(value: float | None) -> str:
-    return "-" if value is None else ("+" if value > 0 else "") + format_value(value)
+def _cells(row: dict) -> tuple[str, ...]:
+    """A compare row's A, B and B-A (signed) as table cells."""
+    return tuple(format_number(row[key], style="compact", signed=key == "delta") for key in ("a", "b", "delta"))
 
 
 def compare_rows(a: dict, b: dict) -> list[tuple]:
@@ -44,17 +43,15 @@ def compare_rows(a: dict, b: dict) -> list[tuple]:
 
     result = compare(a, b)
     m = result["mean_reward"]
-    rows: list[tuple] = [("mean reward", format_value(m["a"]), format_value(m["b"]), _signed(m["delta"]))]
+    rows: list[tuple] = [("mean reward", *_cells(m))]
     for title, key in SECTIONS:
         if result[key]:
             rows.append((Text(title, style="bold"), "", "", ""))
-            rows += [(f"  {name}", format_value(r["a"]), format_value(r["b"]), _signed(r["delta"]))
-                     for name, r in result[key].items()]
+            rows += [(f"  {name}", *_cells(r)) for name, r in result[key].items()]
     for title, key in (("improved most", "improved"), ("regressed most", "regressed")):
         if result[key]:
             rows.append((Text(f"{title} ({result['common_tasks']} tasks in both)", style="bold"), "", "", ""))
-            rows += [(f"  {c['task_id']}", format_value(c["a"]), format_value(c["b"]), _signed(c["delta"]))
-                     for c in result[key]]
+            rows += [(f"  {c['task_id']}", *_cells(c)) for c in result[key]]
     return rows
 
 

@@ -14,7 +14,8 @@ from rich.style import Style
 from textual.strip import Strip
 from textual.widget import Widget
 
-from devops_tui.runfeed import Series, smooth
+from core.formatting import format_number
+from devops_tui.series import Series, smooth
 
 # Braille dot bits for (column 0..1, row 0..3) inside one character cell.
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
@@ -48,26 +49,9 @@ def _fill_gaps(values: list[float]) -> list[float]:
     return out
 
 
-def format_value(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if not math.isfinite(value):
-        return str(value)
-    magnitude = abs(value)
-    if magnitude == 0:
-        return "0"
-    if magnitude >= 1e5 or magnitude < 1e-3:
-        return f"{value:.2e}"
-    if magnitude >= 100:
-        return f"{value:.0f}"
-    if magnitude >= 10:
-        return f"{value:.1f}"
-    return f"{value:.3f}"
-
-
 def axis_label(value: float, span: float | None = None) -> str:
     """A y-axis label of at most six characters, precise enough to tell the top from the bottom."""
-    text = format_value(value)
+    text = format_number(value, style="compact")
     if span and 0 < span < 1 and 1e-3 <= abs(value) < 1e4:
         wanted = min(max(3, 1 - math.floor(math.log10(span))), 6)
         text = next((t for d in range(wanted, -1, -1) if len(t := f"{value:.{d}f}") <= LABEL_WIDTH - 1), text)
@@ -139,14 +123,14 @@ class MetricChart(Widget):
                 and len(self.keys) > 1:
             head.append(Segment(f"{self.labels[0]} ", base + styles["chart--line-1"]))
         if primary is not None and primary.last_value is not None:
-            head.append(Segment(format_value(primary.last_value), base + styles["chart--line-1"]))
+            head.append(Segment(format_number(primary.last_value, style="compact"), base + styles["chart--line-1"]))
             if self.smoothed and len(primary) > 1 and len(self.keys) == 1:
                 sm = smooth(primary.values)
-                head.append(Segment(f" ~{format_value(sm[-1])}", base + styles["chart--axis"]))
+                head.append(Segment(f" ~{format_number(sm[-1], style='compact')}", base + styles["chart--axis"]))
         for idx, (label, series) in enumerate(zip(self.labels[1:], self._series[1:]), start=2):
             if series is not None and series.last_value is not None and len(self.keys) > 1:
                 head.append(Segment(f" {label} ", base + styles[f"chart--line-{min(idx, 4)}"]))
-                head.append(Segment(format_value(series.last_value), base + styles["chart--line-1"]))
+                head.append(Segment(format_number(series.last_value, style="compact"), base + styles["chart--line-1"]))
         out.append(Strip(head).adjust_cell_length(width, base))
         rows = height - 2
         plot_w = width - LABEL_WIDTH

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
 from core.errors import UserError
+from core.files import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +69,8 @@ def export_parquet(cfg, out_dir: Path, tasks=None) -> dict[str, Path]:
     written: dict[str, Path] = {}
     for split, rows in split_rows(cfg, tasks).items():
         path = out_dir / f"{split}.parquet"
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        pq.write_table(pa.Table.from_pylist(rows), tmp)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            pq.write_table(pa.Table.from_pylist(rows), tmp)
         written[split] = path
         log.info("wrote %d %s rows to %s", len(rows), split, path)
     return written

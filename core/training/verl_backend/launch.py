@@ -71,10 +71,10 @@ class MetricsPump:
 
     def __init__(self, run_dir, verl_dir: Path, *, sample: Callable[[], dict] | None = None,
                  progress: Callable[[dict], None] | None = None, samples_per_step: int = 4) -> None:
-        from core.training.rundir import JsonlTail
+        from core.runs import FileTail
 
         self.run_dir = run_dir
-        self.tail = JsonlTail(Path(verl_dir) / VERL_METRICS_NAME)
+        self.tail = FileTail(Path(verl_dir) / VERL_METRICS_NAME)
         self.rollouts = Path(verl_dir) / "rollouts"
         self.sample = sample
         self.progress = progress
@@ -130,7 +130,7 @@ class MetricsPump:
         per step become samples, re-scored here for their breakdown (the reward is cheap and deterministic)."""
         if self.samples_per_step <= 0 or not self.rollouts.is_dir():
             return
-        from core.training.rundir import read_jsonl
+        from core.runs import read_jsonl
 
         now = time.time()
         for path in sorted(self.rollouts.glob("*.jsonl")):
