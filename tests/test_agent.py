@@ -100,7 +100,7 @@ def _task():
 def _agent(server, **kwargs):
     from core.agent.client import DevOpsAgent
 
-    return DevOpsAgent(server.base_url, server.models[0], backoff=0.01, **kwargs)
+    return DevOpsAgent(server.base_url, server.models[0], **kwargs)
 
 
 def test_answer_sends_prompt_and_defaults_and_scores_the_reply(scripted, no_keys):
@@ -193,7 +193,7 @@ def test_unreachable_port_is_one_line_after_retries(no_keys):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    agent = DevOpsAgent(f"http://127.0.0.1:{port}/v1", "m", retries=2, backoff=0.01, timeout=5)
+    agent = DevOpsAgent(f"http://127.0.0.1:{port}/v1", "m", retries=2, timeout=5)
     with pytest.raises(UserError) as info:
         agent.answer(_task())
     message = str(info.value)

@@ -263,7 +263,7 @@ def test_unreachable_port_is_one_error_line(capsys):
         port = sock.getsockname()[1]
     assert _eval("--base-url", f"http://127.0.0.1:{port}/v1", "--model", "m", "--retries", "0", "--limit", "1") == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert lines[-1].startswith(f"error: http://127.0.0.1:{port}/v1: cannot connect after 1 tries")
+    assert lines[-1].startswith(f"error: http://127.0.0.1:{port}/v1: cannot connect after 1 try")
 
 
 @pytest.mark.parametrize("args, fragment", [

@@ -20,13 +20,14 @@ from core.errors import UserError
 
 @pytest.fixture(scope="module")
 def tiny_server():
-    from core.agent.server import LocalModel, resolve_served_model, start_server
+    from core.agent.inference import LocalModel
+    from core.agent.served_model import resolve_served_model
+    from core.agent.server import start_server
 
     model = LocalModel(resolve_served_model("builtin:tiny"), device="cpu")
     server = start_server(model, "127.0.0.1", 0)
     yield server
-    server.shutdown()
-    server.server_close()
+    assert server.close()
 
 
 def _client(base_url: str, key: str = "EMPTY"):
@@ -120,7 +121,9 @@ def _fake_run(root: Path, run_id: str, steps_with_model: list[int], incomplete_s
 
 
 def test_a_run_serves_its_latest_checkpoint_holding_a_model(tmp_path):
-    from core.agent.server import LocalModel, resolve_served_model, start_server
+    from core.agent.inference import LocalModel
+    from core.agent.served_model import resolve_served_model
+    from core.agent.server import start_server
 
     run = _fake_run(Path(os.environ["DEVOPS_RL_RUNS_DIR"]), "20260101-000000-ci-fast-abcd", [2, 10], incomplete_steps=[12])
     for spec in (str(run), "20260101-000000-ci-fast-abcd", "20260101-000000-ci"):
@@ -133,12 +136,11 @@ def test_a_run_serves_its_latest_checkpoint_holding_a_model(tmp_path):
         response = _chat(client, model=served.name)
         assert response.model == served.name
     finally:
-        server.shutdown()
-        server.server_close()
+        assert server.close()
 
 
 def test_a_run_without_a_model_checkpoint_is_a_user_error(tmp_path):
-    from core.agent.server import resolve_served_model
+    from core.agent.served_model import resolve_served_model
 
     run = _fake_run(tmp_path, "20260101-000000-train-beef", [], incomplete_steps=[1])
     with pytest.raises(UserError, match=r"no checkpoint with a model yet .*save_freq"):
@@ -217,7 +219,8 @@ def test_serve_cli_with_required_key_then_eval_against_it(tmp_path, monkeypatch)
 def test_cuda_without_a_gpu_is_a_user_error():
     import torch
 
-    from core.agent.server import LocalModel, resolve_served_model
+    from core.agent.inference import LocalModel
+    from core.agent.served_model import resolve_served_model
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
