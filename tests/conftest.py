@@ -67,3 +67,93 @@ def assert_files_unchanged(before: dict[Path, bytes]) -> None:
     for path, content in before.items():
         assert path.is_file(), f"{path} is gone"
         assert path.read_bytes() == content, f"{path} changed"
+
+
+class ChatEndpoint:
+    """A real OpenAI-shaped chat server on 127.0.0.1 for client and eval tests (the stdlib's HTTP server).
+
+    Its answers: `script` gives (status, headers) for the first requests; `fail(text, n)` gives a 500 for the
+    n-th request about a user message; `delay` slows every answer; `raw` (content type, bytes) replaces every
+    200 body; otherwise a chat completion of `text`. A failure without headers says `retry-after-ms: 1`, so
+    the client's retries do not slow the tests. It records `requests`, their `times` and `auth_headers`, and
+    `calls` per user message. HTTP/1.0, so `close()` really ends the service (no keep-alive outlives it).
+    """
+
+    def __init__(self, text: str, *, script=(), fail=lambda text, n: False, delay: float = 0.0,
+                 raw: tuple[str, bytes] | None = None, models=("m",)) -> None:
+        import json
+        import threading
+        import time
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.text, self.script, self.fail, self.delay, self.raw, self.models = text, list(script), fail, delay, raw, list(models)
+        self.requests: list[dict] = []
+        self.times: list[float] = []
+        self.auth_headers: list[str] = []
+        self.calls: dict[str, int] = {}
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _send(self, status: int, data: bytes, kind: str = "application/json", headers=()) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers:
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _error(self, status: int, message: str, headers=()) -> None:
+                body = json.dumps({"error": {"message": message, "type": "server_error", "code": None}}).encode()
+                self._send(status, body, headers=headers or (("retry-after-ms", "1"),))
+
+            def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+                models = [{"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in outer.models]
+                self._send(200, json.dumps({"object": "list", "data": models}).encode())
+
+            def do_POST(self) -> None:  # noqa: N802
+                outer.times.append(time.monotonic())
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(body)
+                outer.auth_headers.append(self.headers.get("Authorization", ""))
+                asked = body["messages"][-1]["content"]
+                outer.calls[asked] = outer.calls.get(asked, 0) + 1
+                time.sleep(outer.delay)
+                status, headers = outer.script.pop(0) if outer.script else (200, ())
+                if status != 200:
+                    self._error(status, f"scripted {status}", headers)
+                elif outer.fail(asked, outer.calls[asked]):
+                    self._error(500, "model crashed")
+                elif outer.raw is not None:
+                    self._send(200, outer.raw[1], outer.raw[0])
+                else:
+                    self._send(200, json.dumps({
+                        "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": outer.text}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 11, "completion_tokens": 22, "total_tokens": 33}}).encode())
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def chat_endpoint():
+    """Make `ChatEndpoint`s (same arguments); all are closed after the test."""
+    made: list[ChatEndpoint] = []
+
+    def make(text: str, **kwargs) -> ChatEndpoint:
+        made.append(ChatEndpoint(text, **kwargs))
+        return made[-1]
+
+    yield make
+    for server in made:
+        server.close()

@@ -6,11 +6,8 @@ and answers that are not chat completions.
 from __future__ import annotations
 
 import email.utils
-import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -23,80 +20,15 @@ ANSWER = """## Plan
 """
 
 
-class ScriptedServer:
-    """A real OpenAI-shaped HTTP server whose answers follow a script: (status, headers) per request, then 200.
-
-    A scripted failure without headers says `retry-after-ms: 1`, so the client's retries do not slow the tests.
-    """
-
-    def __init__(self, script=(), text: str = ANSWER, models=("scripted-model",), body: bytes | None = None,
-                 content_type: str = "application/json") -> None:
-        self.script = list(script)
-        self.text = text
-        self.models = list(models)
-        self.body, self.content_type = body, content_type
-        self.requests: list[dict] = []
-        self.times: list[float] = []
-        self.auth_headers: list[str] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:
-                pass
-
-            def _send(self, status: int, payload: dict | bytes, headers=()) -> None:
-                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", outer.content_type)
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in headers:
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._send(200, {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "t"} for m in outer.models]})
-
-            def do_POST(self) -> None:
-                outer.times.append(time.monotonic())
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append(body)
-                outer.auth_headers.append(self.headers.get("Authorization", ""))
-                status, headers = outer.script.pop(0) if outer.script else (200, ())
-                if status != 200:
-                    self._send(status, {"error": {"message": f"scripted {status}", "type": "server_error", "code": None}},
-                               headers or (("retry-after-ms", "1"),))
-                    return
-                if outer.body is not None:
-                    self._send(200, outer.body)
-                    return
-                self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": outer.text}, "finish_reason": "stop"}],
-                                 "usage": {"prompt_tokens": 11, "completion_tokens": 22, "total_tokens": 33}})
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def scripted():
-    servers = []
+def scripted(chat_endpoint):
+    """A ChatEndpoint answering ANSWER as model `scripted-model` unless told otherwise."""
 
-    def make(*args, **kwargs) -> ScriptedServer:
-        servers.append(ScriptedServer(*args, **kwargs))
-        return servers[-1]
+    def make(**kwargs):
+        kwargs.setdefault("models", ("scripted-model",))
+        return chat_endpoint(kwargs.pop("text", ANSWER), **kwargs)
 
-    yield make
-    for server in servers:
-        server.close()
+    return make
 
 
 @pytest.fixture
@@ -244,7 +176,7 @@ def test_unreachable_port_is_one_line_after_retries(no_keys):
 def test_an_answer_that_is_not_a_chat_completion_is_a_per_task_error(scripted, no_keys, body, content_type, fragment):
     from core.agent.client import EndpointError
 
-    server = scripted(body=body, content_type=content_type)
+    server = scripted(raw=(content_type, body))
     with pytest.raises(EndpointError) as info:
         _agent(server).answer(_task())
     assert fragment in str(info.value) and "\n" not in str(info.value)

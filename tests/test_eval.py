@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -26,61 +25,10 @@ ANSWER = """## Plan
 """
 
 
-class FakeEndpoint:
-    """A real OpenAI-shaped server on 127.0.0.1: `fail(desc)` says which requests get a 500, `delay` slows each answer,
-    `raw` (content type, bytes) replaces every 200 answer.
-
-    HTTP/1.0, so `close()` really ends the service (no keep-alive connection outlives it).
-    """
-
-    def __init__(self, fail=lambda desc, n: False, delay: float = 0.0, port: int = 0, raw: tuple[str, bytes] | None = None) -> None:
-        self.fail, self.delay, self.calls, self.raw = fail, delay, {}, raw
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                desc = body["messages"][-1]["content"]
-                outer.calls[desc] = outer.calls.get(desc, 0) + 1
-                time.sleep(outer.delay)
-                if outer.fail(desc, outer.calls[desc]):
-                    status, payload = 500, {"error": {"message": "model crashed", "type": "server_error"}}
-                else:
-                    status, payload = 200, {
-                        "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}
-                kind, data = outer.raw if outer.raw and status == 200 else ("application/json", json.dumps(payload).encode())
-                self.send_response(status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def endpoint():
-    made = []
-
-    def make(**kwargs) -> FakeEndpoint:
-        made.append(FakeEndpoint(**kwargs))
-        return made[-1]
-
-    yield make
-    for server in made:
-        server.close()
+def endpoint(chat_endpoint):
+    """A ChatEndpoint answering ANSWER."""
+    return lambda **kwargs: chat_endpoint(ANSWER, **kwargs)
 
 
 @pytest.fixture(autouse=True)
