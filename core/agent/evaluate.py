@@ -47,8 +47,13 @@ class EvalSettings:
     device: str = "auto"
 
     def __post_init__(self) -> None:
-        from core.agent.client import (DEFAULT_MAX_TOKENS, DEFAULT_RETRIES, DEFAULT_TEMPERATURE, DEFAULT_TIMEOUT_S,
-                                       check_request_settings)
+        from core.agent.client import (
+            DEFAULT_MAX_TOKENS,
+            DEFAULT_RETRIES,
+            DEFAULT_TEMPERATURE,
+            DEFAULT_TIMEOUT_S,
+            check_request_settings,
+        )
 
         if self.base_url and self.local:
             raise UserError("--base-url and --local both given; pick one endpoint")
@@ -236,9 +241,8 @@ def evaluate(settings: EvalSettings, *, on_start: Callable[[Path, int, int, str]
     newest unfinished results file there (or `out`) is completed with the settings it was started with,
     unless the endpoint is given again.
     """
-    from core.agent.client import DEFAULT_MAX_TOKENS, DEFAULT_RETRIES, DEFAULT_TEMPERATURE, DEFAULT_TIMEOUT_S, DevOpsAgent
-
     import tasks as task_lib
+    from core.agent.client import DEFAULT_MAX_TOKENS, DEFAULT_RETRIES, DEFAULT_TEMPERATURE, DEFAULT_TIMEOUT_S, DevOpsAgent
 
     run_path = _run_of(settings.run) if settings.run else None
     if settings.run and run_path is None:
@@ -275,8 +279,8 @@ def evaluate(settings: EvalSettings, *, on_start: Callable[[Path, int, int, str]
         raise UserError("no endpoint: pass --base-url URL --model NAME, or --local MODEL_OR_RUN (e.g. --local builtin:tiny)")
     if settings.base_url and not settings.model:
         raise UserError("--model: required with --base-url; the name the endpoint serves (see GET <base-url>/models)")
-    target = results.path if results is not None else (out or folder / f"{RESULTS_PREFIX}x.json")
-    check_writable(target.parent, "--out" if settings.out is not None else "results folder")
+    check_writable(results.path.parent if results is not None else out.parent if out else folder,
+                   "--out" if settings.out is not None else "results folder")
 
     server = None
     try:
