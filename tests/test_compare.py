@@ -84,6 +84,6 @@ def test_compare_rejects_files_that_are_not_results(tmp_path, capsys):
     good = _write(tmp_path / "ok.json", {})
     assert main(["compare", str(bad), str(good)]) == 2
     assert capsys.readouterr().err.strip() == (f"error: {bad}: not an eval results file (needs 'summary' and 'results'); "
-                                               "compare takes two eval_results_<timestamp>.json files written by 'devops-rl eval'")
+                                               "pass an eval_results_<timestamp>.json file written by 'devops-rl eval'")
     assert main(["compare", str(tmp_path / "missing.json"), str(good)]) == 2
     assert "no such file" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from core.agent.results import read_results
 
 def load_results(path: Path) -> dict:
     """An eval results file, checked key by key; a one-line UserError naming the file (and key) otherwise."""
-    return read_results(path, "compare takes two eval_results_<timestamp>.json files written by 'devops-rl eval'")
+    return read_results(path, "pass an eval_results_<timestamp>.json file written by 'devops-rl eval'")
 
 
 def _delta(a: float | None, b: float | None) -> float | None:
