@@ -1,5 +1,5 @@
-"""Agent and eval costs: the local server's HTTP overhead against calling `generate` directly, eval
-concurrency against the ideal speed-up, and the atomic results rewrite against appending a JSON line.
+"""Agent and eval costs: the local server's HTTP overhead against calling `generate` directly, what stop
+strings cost and save, eval concurrency against the ideal speed-up, and the results rewrite against a JSONL append.
 """
 
 from __future__ import annotations
@@ -23,13 +23,16 @@ LATENCY_S = 0.2
 EVAL_TASKS = 16
 CONCURRENCY = 8
 RESULT_ROWS = 500
+STOP_BUDGET = 256
 
 
 def _server_overhead() -> dict:
     """Completion tokens/s through HTTP + the openai client vs the same model's chat() in-process."""
     from openai import OpenAI
 
-    from core.agent.server import LocalModel, resolve_served_model, start_server
+    from core.agent.inference import LocalModel, Sampling
+    from core.agent.served_model import resolve_served_model
+    from core.agent.server import start_server
 
     model = LocalModel(resolve_served_model("builtin:tiny"), device="cpu")
     server = start_server(model, "127.0.0.1", 0)
@@ -39,7 +42,7 @@ def _server_overhead() -> dict:
     try:
         for i in range(ROUNDS + 1):  # the first round warms both paths
             t0 = time.perf_counter()
-            out = model.chat(messages, max_tokens=MAX_TOKENS, temperature=0.0)
+            out = model.chat(messages, Sampling(max_tokens=MAX_TOKENS, temperature=0.0))
             d = out["completion_tokens"] / (time.perf_counter() - t0)
             t0 = time.perf_counter()
             response = client.chat.completions.create(model="tiny", messages=messages, max_tokens=MAX_TOKENS, temperature=0)
@@ -48,12 +51,46 @@ def _server_overhead() -> dict:
                 direct.append(d)
                 http.append(h)
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
     ours, peer = statistics.median(http), statistics.median(direct)
     return {"benchmark": "agent", "figure": f"serve: completion tok/s over HTTP (tiny, {MAX_TOKENS} tok, greedy)",
             "value": round(ours, 1), "unit": "tok/s", "peer": f"generate in-process: {peer:.1f} tok/s",
             "ratio": round(ours / peer, 2), "goal": ">= 0.9x"}
+
+
+def _stop_strings() -> list[dict]:
+    """What checking stop strings costs per token (four that never match), and what stopping saves: a stop
+    string met at the first token of a STOP_BUDGET-token request, against the same request without it."""
+    from core.agent.inference import LocalModel, Sampling
+    from core.agent.served_model import resolve_served_model
+
+    model = LocalModel(resolve_served_model("builtin:tiny"), device="cpu")
+    messages = [{"role": "user", "content": "Design a CI/CD pipeline with rollback and monitoring."}]
+    never = ("\u2603 never", "END OF ANSWER", "</answer>", "###")
+
+    def seconds(sampling) -> tuple[float, int]:
+        t0 = time.perf_counter()
+        out = model.chat(messages, sampling)
+        return time.perf_counter() - t0, out["completion_tokens"]
+
+    checked, plain, stopped, unstopped = [], [], [], []
+    for i in range(ROUNDS + 1):  # the first round warms up
+        tc, nc = seconds(Sampling(max_tokens=STOP_BUDGET, temperature=0.0, stop=never))
+        tp, np_ = seconds(Sampling(max_tokens=STOP_BUDGET, temperature=0.0))
+        ts, _ = seconds(Sampling(max_tokens=STOP_BUDGET, temperature=0.0, stop=("\n",)))  # greedy tiny answers start with a newline
+        if i:
+            checked.append(nc / tc)
+            plain.append(np_ / tp)
+            stopped.append(ts)
+            unstopped.append(tp)
+    c, p, s, u = (statistics.median(v) for v in (checked, plain, stopped, unstopped))
+    return [
+        {"benchmark": "agent", "figure": f"serve: tok/s with 4 stop strings checked ({STOP_BUDGET} tok, greedy)",
+         "value": round(c, 1), "unit": "tok/s", "peer": f"no stop strings: {p:.1f} tok/s", "ratio": round(c / p, 2), "goal": ">= 0.9x"},
+        {"benchmark": "agent", "figure": f"serve: answer whose stop string comes first ({STOP_BUDGET}-token budget)",
+         "value": round(s * 1000, 1), "unit": "ms", "peer": f"same request without it: {u * 1000:.0f} ms",
+         "ratio": round(s / u, 3), "goal": "stops at once, lock released"},
+    ]
 
 
 class _SlowEndpoint:
@@ -89,7 +126,8 @@ def _eval_concurrency() -> dict:
     """Wall time of an eval of EVAL_TASKS tasks at -j CONCURRENCY vs -j 1, against the ideal speed-up."""
     import tasks
     from core.agent.client import DevOpsAgent
-    from core.agent.evaluate import ResultsFile, run_eval
+    from core.agent.evaluate import run_eval
+    from core.agent.results import ResultsFile
 
     task_list = tasks.load_tasks()[:EVAL_TASKS]
     endpoint = _SlowEndpoint(task_list[0].reference_answer or "Use Terraform, CI, monitoring and RBAC.")
@@ -112,7 +150,7 @@ def _eval_concurrency() -> dict:
 def _results_write() -> dict:
     """Mean cost of saving one more result at RESULT_ROWS results (atomic whole-file rewrite) vs a JSONL append."""
     import tasks
-    from core.agent.evaluate import ResultsFile
+    from core.agent.results import ResultsFile
 
     task = tasks.load_tasks()[0]
     answer = (task.reference_answer or "x" * 3000)[:3500]
@@ -142,7 +180,7 @@ def _results_write() -> dict:
 
 
 def run() -> list[dict]:
-    return [_server_overhead(), _eval_concurrency(), _results_write()]
+    return [_server_overhead(), *_stop_strings(), _eval_concurrency(), _results_write()]
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
-"""DevOpsAgent against real HTTP servers on 127.0.0.1 through the real openai client: retries with backoff
-on 500/429, recovery, one-line 401/404 errors that never show the key, and an unreachable port.
+"""DevOpsAgent against real HTTP servers on 127.0.0.1 through the real openai client: retries on 5xx/429/408/409
+(waiting as Retry-After says), recovery, one-line 401/404 errors that never show the key, an unreachable port,
+and answers that are not chat completions.
 """
 
 from __future__ import annotations
 
-import json
+import email.utils
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
 
 import pytest
 
@@ -20,69 +20,15 @@ ANSWER = """## Plan
 """
 
 
-class ScriptedServer:
-    """A real OpenAI-shaped HTTP server whose answers follow a script: (status, headers) per request, then 200."""
-
-    def __init__(self, script=(), text: str = ANSWER, models=("scripted-model",)) -> None:
-        self.script = list(script)
-        self.text = text
-        self.models = list(models)
-        self.requests: list[dict] = []
-        self.auth_headers: list[str] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:
-                pass
-
-            def _send(self, status: int, payload: dict, headers=()) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in headers:
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._send(200, {"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "t"} for m in outer.models]})
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append(body)
-                outer.auth_headers.append(self.headers.get("Authorization", ""))
-                status, headers = outer.script.pop(0) if outer.script else (200, ())
-                if status != 200:
-                    self._send(status, {"error": {"message": f"scripted {status}", "type": "server_error", "code": None}}, headers)
-                    return
-                self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": outer.text}, "finish_reason": "stop"}],
-                                 "usage": {"prompt_tokens": 11, "completion_tokens": 22, "total_tokens": 33}})
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def scripted():
-    servers = []
+def scripted(chat_endpoint):
+    """A ChatEndpoint answering ANSWER as model `scripted-model` unless told otherwise."""
 
-    def make(*args, **kwargs) -> ScriptedServer:
-        servers.append(ScriptedServer(*args, **kwargs))
-        return servers[-1]
+    def make(**kwargs):
+        kwargs.setdefault("models", ("scripted-model",))
+        return chat_endpoint(kwargs.pop("text", ANSWER), **kwargs)
 
-    yield make
-    for server in servers:
-        server.close()
+    return make
 
 
 @pytest.fixture
@@ -100,7 +46,7 @@ def _task():
 def _agent(server, **kwargs):
     from core.agent.client import DevOpsAgent
 
-    return DevOpsAgent(server.base_url, server.models[0], backoff=0.01, **kwargs)
+    return DevOpsAgent(server.base_url, server.models[0], **kwargs)
 
 
 def test_answer_sends_prompt_and_defaults_and_scores_the_reply(scripted, no_keys):
@@ -135,10 +81,27 @@ def test_500_then_recovers_after_retries(scripted, no_keys):
     assert len(server.requests) == 4
 
 
-def test_429_honours_retry_after_then_succeeds(scripted, no_keys):
-    server = scripted(script=[(429, (("Retry-After", "0"),))])
+@pytest.mark.parametrize("header", [
+    ("Retry-After", "2"),
+    ("retry-after-ms", "2000"),
+    ("Retry-After", "HTTP-date 3 s ahead"),
+])
+def test_429_waits_as_long_as_retry_after_says_then_succeeds(scripted, no_keys, header):
+    """Without the header the first retry comes within 0.5 s; the server asked for about 2 s, so the second
+    request must come at least 1.5 s after the first (a lower bound: a slow machine only makes it later)."""
+    name, value = header
+    if value.startswith("HTTP-date"):
+        value = email.utils.formatdate(time.time() + 3, usegmt=True)  # whole seconds: 2 to 3 s from now
+    server = scripted(script=[(429, ((name, value),))])
     assert _agent(server).answer(_task()).text == ANSWER
     assert len(server.requests) == 2
+    assert server.times[1] - server.times[0] >= 1.5
+
+
+def test_408_and_409_are_retried_too(scripted, no_keys):
+    server = scripted(script=[(408, ()), (409, ())])
+    assert _agent(server, retries=2).answer(_task()).text == ANSWER
+    assert len(server.requests) == 3
 
 
 def test_5xx_that_never_recovers_is_a_per_task_failure(scripted, no_keys):
@@ -193,7 +156,7 @@ def test_unreachable_port_is_one_line_after_retries(no_keys):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    agent = DevOpsAgent(f"http://127.0.0.1:{port}/v1", "m", retries=2, backoff=0.01, timeout=5)
+    agent = DevOpsAgent(f"http://127.0.0.1:{port}/v1", "m", retries=2, timeout=5)
     with pytest.raises(UserError) as info:
         agent.answer(_task())
     message = str(info.value)
@@ -201,11 +164,33 @@ def test_unreachable_port_is_one_line_after_retries(no_keys):
     assert "devops-rl serve" in message and "\n" not in message
 
 
+@pytest.mark.parametrize("body, content_type, fragment", [
+    (b"<html><body>502 Bad Gateway</body></html>", "text/html", "HTTP 200 but the answer is not JSON (text/html): '<html><body>502"),
+    (b'{"choices": [', "application/json", "HTTP 200 but the answer is not JSON (application/json)"),
+    (b'{"id": "x", "object": "chat.completion"}', "application/json", "HTTP 200 but not a chat completion: choices: field required"),
+    (b'{"choices": []}', "application/json", "HTTP 200 but not a chat completion: 'choices' is empty"),
+    (b'{"choices": [{"message": "hi"}]}', "application/json", "not a chat completion: choices.0.message"),
+    (b'{"choices": [{"message": {"content": 5}}]}', "application/json", "not a chat completion: choices.0.message.content"),
+    (b"[1, 2]", "application/json", "not a chat completion"),
+])
+def test_an_answer_that_is_not_a_chat_completion_is_a_per_task_error(scripted, no_keys, body, content_type, fragment):
+    from core.agent.client import EndpointError
+
+    server = scripted(raw=(content_type, body))
+    with pytest.raises(EndpointError) as info:
+        _agent(server).answer(_task())
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+    assert len(server.requests) == 1  # a malformed 200 is not retried
+
+
 @pytest.mark.parametrize("kwargs, fragment", [
     ({"base_url": "127.0.0.1:8000"}, "--base-url"),
     ({"model": ""}, "--model"),
     ({"temperature": 3.0}, "--temperature"),
     ({"max_tokens": 0}, "--max-tokens"),
+    ({"timeout": -1}, "--timeout"),
+    ({"timeout": float("inf")}, "--timeout"),
+    ({"retries": -1}, "--retries"),
 ])
 def test_bad_settings_are_user_errors(kwargs, fragment):
     from core.agent.client import DevOpsAgent

@@ -17,7 +17,7 @@ def _write(path: Path, answers: dict[str, str | None]) -> Path:
     """A results file for these task ids, scored with the real reward and written by ResultsFile."""
     import tasks
     from core.agent.client import AgentAnswer
-    from core.agent.evaluate import ResultsFile, result_entry
+    from core.agent.results import ResultsFile, result_entry
     from core.rewards import score
 
     results = ResultsFile.create(path, {"model": path.stem}, list(answers))
@@ -83,6 +83,7 @@ def test_compare_rejects_files_that_are_not_results(tmp_path, capsys):
     bad.write_text('{"hello": 1}')
     good = _write(tmp_path / "ok.json", {})
     assert main(["compare", str(bad), str(good)]) == 2
-    assert capsys.readouterr().err.strip() == f"error: {bad}: not an eval results file (needs 'summary' and 'results'); produce one with 'devops-rl eval'"
+    assert capsys.readouterr().err.strip() == (f"error: {bad}: not an eval results file (needs 'summary' and 'results'); "
+                                               "pass an eval_results_<timestamp>.json file written by 'devops-rl eval'")
     assert main(["compare", str(tmp_path / "missing.json"), str(good)]) == 2
     assert "no such file" in capsys.readouterr().err

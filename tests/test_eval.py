@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -26,60 +25,10 @@ ANSWER = """## Plan
 """
 
 
-class FakeEndpoint:
-    """A real OpenAI-shaped server on 127.0.0.1: `fail(desc)` says which requests get a 500, `delay` slows each answer.
-
-    HTTP/1.0, so `close()` really ends the service (no keep-alive connection outlives it).
-    """
-
-    def __init__(self, fail=lambda desc, n: False, delay: float = 0.0, port: int = 0) -> None:
-        self.fail, self.delay, self.calls = fail, delay, {}
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                desc = body["messages"][-1]["content"]
-                outer.calls[desc] = outer.calls.get(desc, 0) + 1
-                time.sleep(outer.delay)
-                if outer.fail(desc, outer.calls[desc]):
-                    status, payload = 500, {"error": {"message": "model crashed", "type": "server_error"}}
-                else:
-                    status, payload = 200, {
-                        "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def endpoint():
-    made = []
-
-    def make(**kwargs) -> FakeEndpoint:
-        made.append(FakeEndpoint(**kwargs))
-        return made[-1]
-
-    yield make
-    for server in made:
-        server.close()
+def endpoint(chat_endpoint):
+    """A ChatEndpoint answering ANSWER."""
+    return lambda **kwargs: chat_endpoint(ANSWER, **kwargs)
 
 
 @pytest.fixture(autouse=True)
@@ -263,7 +212,7 @@ def test_unreachable_port_is_one_error_line(capsys):
         port = sock.getsockname()[1]
     assert _eval("--base-url", f"http://127.0.0.1:{port}/v1", "--model", "m", "--retries", "0", "--limit", "1") == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert lines[-1].startswith(f"error: http://127.0.0.1:{port}/v1: cannot connect after 1 tries")
+    assert lines[-1].startswith(f"error: http://127.0.0.1:{port}/v1: cannot connect after 1 try")
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -311,3 +260,81 @@ def test_progress_is_a_bar_on_a_terminal(endpoint, tmp_path):
     assert os.waitstatus_to_exitcode(status) == 0, text
     assert "3/3" in text and "━" in text and "[1/3]" not in text  # rich's bar, not the plain lines
     assert _load(tmp_path / "tty.json")["summary"]["count"] == 3
+
+
+@pytest.mark.parametrize("raw, fragment", [
+    (("text/html", b"<html><body><h1>502 Bad Gateway</h1></body></html>"), "the answer is not JSON (text/html)"),
+    (("application/json", b'{"id": "x", "choices": [{"index": 0'), "the answer is not JSON (application/json)"),
+    (("application/json", b'{"id": "x", "object": "chat.completion"}'), "not a chat completion: choices: field required"),
+])
+def test_an_endpoint_that_does_not_answer_chat_completions_fails_each_task_never_scores_it(endpoint, tmp_path, capsys, raw, fragment):
+    server = endpoint(raw=raw)
+    assert _eval("--base-url", server.base_url, "--model", "m", "--limit", "3", "-j", "2") == 0
+    data = _load(_only_results(tmp_path))
+    assert data["summary"]["count"] == 0 and data["summary"]["failures"] == 3 and data["summary"]["mean_reward"] is None
+    assert all(r["reward"] is None and fragment in r["error"] for r in data["results"])
+    captured = capsys.readouterr()
+    assert "over 0 tasks, 3 failed" in captured.out
+    warning = [line for line in captured.err.splitlines() if line.startswith("warning: ")]
+    assert len(warning) == 1 and warning[0].startswith("warning: 3 of 3 tasks failed") and fragment in warning[0]
+
+
+def test_json_output_is_only_json_on_stdout(endpoint, tmp_path):
+    server = endpoint(fail=lambda desc, n: n == 1 and "Terraform" in desc)
+    result = subprocess.run([sys.executable, "-m", "core.cli.main", "eval", "--base-url", server.base_url, "--model", "m",
+                             "--limit", "4", "--retries", "0", "--json"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)  # what `| jq` reads: nothing else on stdout
+    assert report["summary"]["count"] + report["summary"]["failures"] == 4
+    assert Path(report["results"]).is_file()
+    assert "[4/4]" in result.stderr and "evaluating 4 tasks" in result.stderr
+
+
+def _read_only_folder(tmp: Path) -> Path:
+    if os.geteuid() == 0:
+        return Path("/sys")  # sysfs refuses new files even to root
+    folder = tmp / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    return folder
+
+
+def test_an_unwritable_out_is_refused_before_any_request(endpoint, tmp_path, capsys):
+    server = endpoint()
+    out = _read_only_folder(tmp_path) / "results.json"
+    assert _eval("--base-url", server.base_url, "--model", "m", "--limit", "2", "--out", str(out)) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: --out {out.parent}: cannot write there")
+    assert server.calls == {}  # nothing computed, so nothing lost
+
+
+def test_out_that_becomes_unwritable_mid_eval_keeps_every_answer_in_a_fallback(endpoint, tmp_path, capsys):
+    """The results folder disappears (a file takes its place) after two answers: the answers computed so
+    far go to the current folder, the one error line says where, and --resume there finishes the eval."""
+    import tasks
+
+    out_dir = tmp_path / "results"
+    out = out_dir / "eval_results_mine.json"
+    state = {"n": 0}
+
+    def break_the_folder_on_the_third_request(desc, n):
+        state["n"] += 1
+        if state["n"] == 3:
+            shutil.rmtree(out_dir)
+            out_dir.write_text("a file now")
+        return False
+
+    server = endpoint(fail=break_the_folder_on_the_third_request)
+    assert _eval("--base-url", server.base_url, "--model", "m", "--limit", "5", "-j", "1", "--out", str(out)) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    fallback = tmp_path / "eval_results_mine.json"
+    assert line.startswith(f"error: {out}: cannot write the results") and f"are in {fallback}" in line
+    assert f"devops-rl eval --resume --out {fallback}" in line
+    data = _load(fallback)
+    assert data["status"] == "interrupted" and [r["task_id"] for r in data["results"]] == data["task_ids"][:3]
+    assert all(r["reward"] is not None for r in data["results"])
+    kept = [tasks.get_task(task_id).desc for task_id in data["task_ids"][:3]]
+    assert _eval("--resume", "--out", str(fallback)) == 0
+    data = _load(fallback)
+    assert data["status"] == "complete" and data["summary"]["count"] == 5
+    assert [server.calls[desc] for desc in kept] == [1, 1, 1]  # what was kept was not asked again
+

@@ -20,13 +20,14 @@ from core.errors import UserError
 
 @pytest.fixture(scope="module")
 def tiny_server():
-    from core.agent.server import LocalModel, resolve_served_model, start_server
+    from core.agent.inference import LocalModel
+    from core.agent.served_model import resolve_served_model
+    from core.agent.server import start_server
 
     model = LocalModel(resolve_served_model("builtin:tiny"), device="cpu")
     server = start_server(model, "127.0.0.1", 0)
     yield server
-    server.shutdown()
-    server.server_close()
+    assert server.close()
 
 
 def _client(base_url: str, key: str = "EMPTY"):
@@ -69,8 +70,8 @@ def test_temperature_zero_is_deterministic(tiny_server):
 
 @pytest.mark.parametrize("body, status, fragment", [
     ({"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}]}, 404, "does not exist"),
-    ({"model": "tiny", "messages": []}, 400, "'messages' must be a non-empty list"),
-    ({"model": "tiny", "messages": [{"role": "robot", "content": "hi"}]}, 400, "messages[0].role"),
+    ({"model": "tiny", "messages": []}, 400, "Invalid 'messages': List should have at least 1 item"),
+    ({"model": "tiny", "messages": [{"role": "robot", "content": "hi"}]}, 400, "Invalid 'messages[0].role'"),
     ({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "temperature": 5}, 400, "'temperature'"),
     ({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "n": 2}, 400, "only n=1"),
     ({"model": "tiny", "messages": [{"role": "user", "content": "hi " * 5000}], "stream": True}, 400, "this model's context is"),
@@ -106,6 +107,76 @@ def test_stop_strings_cut_the_answer(tiny_server):
     assert cut.message.content == whole[: whole.index(marker)] and cut.finish_reason == "stop"
 
 
+SAMPLED = {"temperature": 1.0, "seed": 11}  # the tiny model never stops by itself: it runs to max_tokens
+
+
+def test_a_stop_string_ends_generation_and_usage_counts_only_the_answer(tiny_server):
+    """The stop string shows up early in a 400-token answer: generation ends there (not at max_tokens), and
+    completion_tokens is the number of tokens the returned text needs: k tokens hold it, k-1 do not."""
+    client = _client(tiny_server.base_url)
+    whole = _chat(client, max_tokens=400, **SAMPLED)
+    text = whole.choices[0].message.content
+    assert whole.usage.completion_tokens == 400
+    marker = next(text[i:i + 3] for i in range(len(text) // 5, len(text)) if text[i:i + 3].isalpha() and "\ufffd" not in text[i:i + 3])
+    answer = _chat(client, max_tokens=400, stop=marker, **SAMPLED)
+    cut = text[: text.index(marker)]
+    assert answer.choices[0].message.content == cut and answer.choices[0].finish_reason == "stop"
+    used = answer.usage.completion_tokens
+    assert used < 200
+    assert _chat(client, max_tokens=used, **SAMPLED).choices[0].message.content.startswith(cut)
+    assert not _chat(client, max_tokens=used - 1, **SAMPLED).choices[0].message.content.startswith(cut) or not cut
+
+
+def _stream_pieces(client, **kwargs) -> tuple[list[str], str | None]:
+    chunks = list(_chat(client, stream=True, **kwargs))
+    pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    return pieces, [c.choices[0].finish_reason for c in chunks if c.choices][-1]
+
+
+def test_a_stream_never_shows_part_of_a_multi_character_stop_string(tiny_server):
+    """The stop string spans two streamed pieces: the first piece alone must not be sent before the second
+    shows it is the stop string, so the pieces add up to exactly the non-streamed answer."""
+    client = _client(tiny_server.base_url)
+    pieces, _ = _stream_pieces(client, max_tokens=60, **SAMPLED)
+    text = "".join(pieces)
+    for i in range(len(pieces) // 3, len(pieces) - 1):
+        marker = pieces[i] + pieces[i + 1]
+        if "\ufffd" not in marker and len(marker) >= 3 and text.index(marker) == len("".join(pieces[:i])):
+            break
+    else:
+        pytest.fail(f"no two neighbouring pieces make a usable stop string in {pieces}")
+    streamed, finish = _stream_pieces(client, max_tokens=60, stop=[marker], **SAMPLED)
+    whole = _chat(client, max_tokens=60, stop=[marker], **SAMPLED).choices[0].message.content
+    assert "".join(streamed) == whole == "".join(pieces[:i]) and finish == "stop"
+
+
+def test_get_one_model_by_id(tiny_server):
+    import openai
+
+    client = _client(tiny_server.base_url)
+    assert client.models.retrieve("tiny").id == "tiny"
+    with pytest.raises(openai.NotFoundError) as info:
+        client.models.retrieve("gpt-x")
+    assert "The model `gpt-x` does not exist" in str(info.value)
+
+
+@pytest.mark.parametrize("length", ["abc", "-5", "1e3", None])
+def test_a_malformed_content_length_is_a_400(tiny_server, length):
+    import http.client
+
+    host, port = tiny_server.server_address[:2]
+    connection = http.client.HTTPConnection(host, port, timeout=30)
+    connection.putrequest("POST", "/v1/chat/completions")
+    if length is not None:
+        connection.putheader("Content-Length", length)
+    connection.putheader("Content-Type", "application/json")
+    connection.endheaders()
+    response = connection.getresponse()
+    assert response.status == 400
+    assert "valid Content-Length" in json.loads(response.read())["error"]["message"]
+    connection.close()
+
+
 def _fake_run(root: Path, run_id: str, steps_with_model: list[int], incomplete_steps: list[int] = ()) -> Path:
     from core.training.tiny_model import ensure_tiny_model
 
@@ -120,7 +191,9 @@ def _fake_run(root: Path, run_id: str, steps_with_model: list[int], incomplete_s
 
 
 def test_a_run_serves_its_latest_checkpoint_holding_a_model(tmp_path):
-    from core.agent.server import LocalModel, resolve_served_model, start_server
+    from core.agent.inference import LocalModel
+    from core.agent.served_model import resolve_served_model
+    from core.agent.server import start_server
 
     run = _fake_run(Path(os.environ["DEVOPS_RL_RUNS_DIR"]), "20260101-000000-ci-fast-abcd", [2, 10], incomplete_steps=[12])
     for spec in (str(run), "20260101-000000-ci-fast-abcd", "20260101-000000-ci"):
@@ -133,12 +206,11 @@ def test_a_run_serves_its_latest_checkpoint_holding_a_model(tmp_path):
         response = _chat(client, model=served.name)
         assert response.model == served.name
     finally:
-        server.shutdown()
-        server.server_close()
+        assert server.close()
 
 
 def test_a_run_without_a_model_checkpoint_is_a_user_error(tmp_path):
-    from core.agent.server import resolve_served_model
+    from core.agent.served_model import resolve_served_model
 
     run = _fake_run(tmp_path, "20260101-000000-train-beef", [], incomplete_steps=[1])
     with pytest.raises(UserError, match=r"no checkpoint with a model yet .*save_freq"):
@@ -217,7 +289,8 @@ def test_serve_cli_with_required_key_then_eval_against_it(tmp_path, monkeypatch)
 def test_cuda_without_a_gpu_is_a_user_error():
     import torch
 
-    from core.agent.server import LocalModel, resolve_served_model
+    from core.agent.inference import LocalModel
+    from core.agent.served_model import resolve_served_model
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")

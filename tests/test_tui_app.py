@@ -233,7 +233,7 @@ async def test_help_lists_every_key_with_its_id(tmp_path):
 
 def write_eval_results(path: Path, rewards: dict[str, float]) -> None:
     """An eval results file as `devops-rl eval` writes it (its summary made by the eval's own code)."""
-    from core.agent.evaluate import summarize
+    from core.agent.results import summarize
 
     results = [{"task_id": task_id, "type": task_id.split("-")[0], "difficulty": "easy", "reward": reward,
                 "breakdown": {"final_reward": reward, "dimensions": {"security": reward, "automation": reward / 2},

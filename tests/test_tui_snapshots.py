@@ -68,7 +68,7 @@ def frozen(tmp_path, monkeypatch):
     run = write_run(runs)
     write_run(runs, steps=12, status="stopped", run_id="20261130-160000-ci-fast-0a2b")
     (run / "eval").mkdir()
-    from core.agent.evaluate import summarize
+    from core.agent.results import summarize
 
     for stamp, base in (("20261130-171500", 0.41), ("20261130-180500", 0.58)):
         results = [{"task_id": task_id, "type": task_type, "difficulty": difficulty, "reward": round(base + shift, 3),

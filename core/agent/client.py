@@ -1,18 +1,21 @@
 """The DevOps Architect agent over any OpenAI-compatible endpoint (OpenAI, vLLM, `devops-rl serve`).
 
-Answers a task with the system prompt, scores the answer with the reward, retries with backoff on
-429/5xx/connection errors, and turns 401/404 into one-line errors that never show the API key.
+Answers a task with the system prompt and scores the answer with the reward. The openai client retries
+408/409/429/5xx and connection errors (honouring Retry-After); 401/403/404 become one-line errors that never
+show the API key, and an answer that is not a chat completion is a per-task error, never a scored empty answer.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
-import random
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from core.errors import UserError
 from core.log import mask_secrets
@@ -25,7 +28,6 @@ DEFAULT_TEMPERATURE = 0.7
 DEFAULT_MAX_TOKENS = 2048
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_RETRIES = 4
-MAX_BACKOFF_S = 30.0
 
 
 def api_key_from_env() -> tuple[str | None, str | None]:
@@ -37,8 +39,42 @@ def api_key_from_env() -> tuple[str | None, str | None]:
     return None, None
 
 
+def check_request_settings(*, temperature: float, max_tokens: int, timeout: float, retries: int) -> None:
+    """UserError for sampling and request settings no endpoint can take (the CLI's names in the message)."""
+    if not 0.0 <= temperature <= 2.0:
+        raise UserError(f"--temperature: {temperature} is outside [0, 2]")
+    if max_tokens < 1:
+        raise UserError(f"--max-tokens: {max_tokens} must be at least 1")
+    if not (timeout > 0 and math.isfinite(timeout)):
+        raise UserError(f"--timeout: {timeout} must be a positive number of seconds per request")
+    if retries < 0:
+        raise UserError(f"--retries: {retries} must be 0 or more")
+
+
 class EndpointError(Exception):
     """One request failed for good (after retries, or a 4xx other than 401/404); the eval records it per task."""
+
+
+class _Message(BaseModel):
+    content: str | None = None
+
+
+class _Choice(BaseModel):
+    message: _Message
+    finish_reason: str | None = None
+
+
+class _Usage(BaseModel):
+    prompt_tokens: int | None = 0
+    completion_tokens: int | None = 0
+    total_tokens: int | None = 0
+
+
+class _Completion(BaseModel):
+    """What eval needs of a chat completion; anything else (HTML, an error page, no choices) is refused."""
+
+    choices: list[_Choice]
+    usage: _Usage | None = None
 
 
 @dataclass
@@ -68,7 +104,6 @@ class DevOpsAgent:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         timeout: float = DEFAULT_TIMEOUT_S,
         retries: int = DEFAULT_RETRIES,
-        backoff: float = 1.0,
         system_prompt: str | None = None,
         seed: int | None = None,
     ) -> None:
@@ -76,17 +111,13 @@ class DevOpsAgent:
             raise UserError(f"--base-url: '{base_url}' is not an http(s) URL; e.g. http://127.0.0.1:8000/v1")
         if not model:
             raise UserError("--model: empty; pass the model name the endpoint serves (see GET <base-url>/models)")
-        if not 0.0 <= temperature <= 2.0:
-            raise UserError(f"--temperature: {temperature} is outside [0, 2]")
-        if max_tokens < 1:
-            raise UserError(f"--max-tokens: {max_tokens} must be at least 1")
+        check_request_settings(temperature=temperature, max_tokens=max_tokens, timeout=timeout, retries=retries)
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.timeout = timeout
-        self.retries = max(0, retries)
-        self.backoff = max(0.0, backoff)
+        self.retries = retries
         self.seed = seed
         if system_prompt is None:
             from tasks.prompt import system_prompt as default_prompt
@@ -107,7 +138,8 @@ class DevOpsAgent:
             if self._openai is None:
                 from openai import OpenAI
 
-                self._openai = OpenAI(base_url=self.base_url, api_key=self._key or NO_KEY, timeout=self.timeout, max_retries=0)
+                self._openai = OpenAI(base_url=self.base_url, api_key=self._key or NO_KEY, timeout=self.timeout,
+                                      max_retries=self.retries)
                 for name in ("httpx", "httpx2"):  # one INFO line per request otherwise (openai ships httpx2 now)
                     logging.getLogger(name).setLevel(logging.WARNING)
             return self._openai
@@ -126,55 +158,28 @@ class DevOpsAgent:
         return AgentAnswer(text=text, breakdown=score(text, task), usage=usage, elapsed=elapsed, finish_reason=finish_reason)
 
     def complete(self, messages: list[dict[str, str]]) -> tuple[str, dict[str, int], str | None]:
-        """(text, usage, finish_reason) for one chat request, retrying transient failures with backoff."""
+        """(text, usage, finish_reason) for one chat request; the openai client retries transient failures."""
         import openai
 
-        attempt = 0
-        while True:
-            try:
-                kwargs: dict[str, Any] = {"model": self.model, "messages": messages,
-                                          "temperature": self.temperature, "max_tokens": self.max_tokens}
-                if self.seed is not None:
-                    kwargs["seed"] = self.seed
-                response = self._client.chat.completions.create(**kwargs)
-                break
-            except openai.AuthenticationError as exc:
-                raise UserError(self._auth_message(exc)) from None
-            except openai.PermissionDeniedError:
-                raise UserError(f"{self.base_url}: 403 Forbidden for model '{self.model}'; the key from "
-                                f"{self._key_source or 'the environment'} may not use this model") from None
-            except openai.NotFoundError as exc:
-                raise UserError(self._not_found_message(exc)) from None
-            except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError) as exc:
-                if attempt >= self.retries:
-                    if isinstance(exc, openai.APIConnectionError):
-                        raise UserError(self._unreachable_message(exc, attempt + 1)) from None
-                    raise EndpointError(f"{_describe(exc)} (after {attempt + 1} tries)") from None
-                delay = self._delay(attempt, exc)
-                log.warning("%s: %s; retry %d/%d in %.1fs", self.base_url, _describe(exc), attempt + 1, self.retries, delay)
-                time.sleep(delay)
-                attempt += 1
-            except openai.APIStatusError as exc:
-                raise EndpointError(_describe(exc)) from None
-        choice = response.choices[0] if response.choices else None
-        text = (choice.message.content if choice is not None and choice.message else None) or ""
-        usage = {}
-        if response.usage is not None:
-            usage = {"prompt_tokens": int(response.usage.prompt_tokens or 0),
-                     "completion_tokens": int(response.usage.completion_tokens or 0),
-                     "total_tokens": int(response.usage.total_tokens or 0)}
-        return text, usage, choice.finish_reason if choice is not None else None
-
-    def _delay(self, attempt: int, exc: Exception) -> float:
-        """Exponential backoff with jitter; a server's Retry-After (seconds) wins when it is sane."""
-        response = getattr(exc, "response", None)
-        retry_after = response.headers.get("retry-after") if response is not None else None
-        if retry_after:
-            try:
-                return min(max(0.0, float(retry_after)), MAX_BACKOFF_S * 2)
-            except ValueError:
-                pass
-        return min(MAX_BACKOFF_S, self.backoff * (2**attempt)) * random.uniform(0.8, 1.2)
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
+                                  "max_tokens": self.max_tokens}
+        if self.seed is not None:
+            kwargs["seed"] = self.seed
+        try:
+            raw = self._client.chat.completions.with_raw_response.create(**kwargs)
+        except openai.AuthenticationError as exc:
+            raise UserError(self._auth_message(exc)) from None
+        except openai.PermissionDeniedError:
+            raise UserError(f"{self.base_url}: 403 Forbidden for model '{self.model}'; the key from "
+                            f"{self._key_source or 'the environment'} may not use this model") from None
+        except openai.NotFoundError as exc:
+            raise UserError(self._not_found_message(exc)) from None
+        except openai.APIConnectionError as exc:
+            raise UserError(self._unreachable_message(exc, _tries(exc.request))) from None
+        except openai.APIStatusError as exc:
+            tries = _tries(exc.response.request)
+            raise EndpointError(_describe(exc) + (f" (after {tries} tries)" if tries > 1 else "")) from None
+        return _read_completion(raw.http_response)
 
     def _auth_message(self, exc: Exception) -> str:
         if self._key is None:
@@ -192,7 +197,7 @@ class DevOpsAgent:
         cause = exc.__cause__ or exc.__context__
         reason = str(cause).splitlines()[0][:120] if cause else type(exc).__name__
         what = "timed out" if "Timeout" in type(exc).__name__ else "cannot connect"
-        return (f"{self.base_url}: {what} after {tries} tries ({mask_secrets(reason)}); is the server running? "
+        return (f"{self.base_url}: {what} after {tries} {'try' if tries == 1 else 'tries'} ({mask_secrets(reason)}); is the server running? "
                 "start one with 'devops-rl serve builtin:tiny' or check --base-url")
 
     def served_models(self) -> list[str]:
@@ -213,3 +218,34 @@ def _describe(exc: Exception) -> str:
         message = body["error"].get("message")
     text = str(message or exc).splitlines()[0][:200] if str(message or exc) else type(exc).__name__
     return mask_secrets(f"HTTP {status}: {text}" if status else f"{type(exc).__name__}: {text}")
+
+
+def _tries(request) -> int:
+    """How many times the openai client sent `request` (it numbers its retries in a header)."""
+    try:
+        return int(request.headers.get("x-stainless-retry-count", 0)) + 1
+    except (AttributeError, ValueError):
+        return 1
+
+
+def _read_completion(response) -> tuple[str, dict[str, int], str | None]:
+    """(text, usage, finish_reason) of a 200 answer; EndpointError when it is not a chat completion."""
+    try:
+        completion = _Completion.model_validate_json(response.content)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        if first["type"] == "json_invalid":
+            kind = response.headers.get("content-type", "no content type").split(";")[0]
+            snippet = " ".join(response.text[:80].split())
+            raise EndpointError(mask_secrets(f"HTTP {response.status_code} but the answer is not JSON ({kind}): {snippet!r}")) from None
+        where = ".".join(str(p) for p in first["loc"]) or "the body"
+        raise EndpointError(f"HTTP {response.status_code} but not a chat completion: {where}: {first['msg'].lower()}") from None
+    if not completion.choices:
+        raise EndpointError(f"HTTP {response.status_code} but not a chat completion: 'choices' is empty")
+    choice = completion.choices[0]
+    usage = {}
+    if completion.usage is not None:
+        usage = {"prompt_tokens": int(completion.usage.prompt_tokens or 0),
+                 "completion_tokens": int(completion.usage.completion_tokens or 0),
+                 "total_tokens": int(completion.usage.total_tokens or 0)}
+    return choice.message.content or "", usage, choice.finish_reason

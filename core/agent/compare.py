@@ -4,26 +4,16 @@ the tasks that improved or regressed most, and the weakest tasks of B with their
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from core.errors import UserError
+from core.agent.results import read_results
 from core.formatting import format_number
 
 
 def load_results(path: Path) -> dict:
-    """An eval results file (`summary` and `results`); a one-line UserError naming the file otherwise."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file; pass two eval_results_<timestamp>.json files") from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: not readable JSON ({str(exc).splitlines()[0]}); pass an eval_results_<timestamp>.json file") from None
-    if not isinstance(data, dict) or not isinstance(data.get("summary"), dict) or not isinstance(data.get("results"), list):
-        raise UserError(f"{path}: not an eval results file (needs 'summary' and 'results'); produce one with 'devops-rl eval'")
-    return data
+    """An eval results file, checked key by key; a one-line UserError naming the file (and key) otherwise."""
+    return read_results(path, "pass an eval_results_<timestamp>.json file written by 'devops-rl eval'")
 
 
 def _delta(a: float | None, b: float | None) -> float | None:

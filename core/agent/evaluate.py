@@ -1,30 +1,80 @@
 """Evaluation: the agent answers a set of tasks concurrently; every answer is scored and saved as it lands.
 
-The results file (`eval_results_<timestamp>.json`) is rewritten atomically after each task, so an
-interrupted eval keeps what finished and `resume` completes it; `summarize` computes its `summary`.
+`EvalSettings` is what `devops-rl eval` was asked; `evaluate` picks the tasks and the endpoint (serving a
+local model or run in-process if needed) and `run_eval` fills the results file (`core.agent.results`).
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import logging
 import queue
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
+from core.agent.results import RESULTS_PREFIX, ResultsFile, check_writable, find_resumable, new_results_path, result_entry
 from core.errors import UserError
 
 log = logging.getLogger(__name__)
 
-RESULTS_PREFIX = "eval_results_"
-FORMAT_VERSION = 1
 SPLITS = ("val", "train", "all")
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """What to evaluate, against which endpoint, with which sampling, and where the results go."""
+
+    base_url: str | None = None
+    model: str | None = None
+    local: str | None = None
+    run: str | None = None
+    split: str = "val"
+    task_type: str | None = None
+    difficulty: str | None = None
+    task_ids: tuple[str, ...] = ()
+    limit: int | None = None
+    concurrency: int = 4
+    temperature: float | None = None
+    max_tokens: int | None = None
+    timeout: float | None = None
+    retries: int | None = None
+    seed: int | None = None
+    out: Path | None = None
+    resume: bool = False
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        from core.agent.client import (
+            DEFAULT_MAX_TOKENS,
+            DEFAULT_RETRIES,
+            DEFAULT_TEMPERATURE,
+            DEFAULT_TIMEOUT_S,
+            check_request_settings,
+        )
+
+        if self.base_url and self.local:
+            raise UserError("--base-url and --local both given; pick one endpoint")
+        if self.concurrency < 1:
+            raise UserError(f"--concurrency: {self.concurrency} must be at least 1")
+        if self.limit is not None and self.limit < 1:
+            raise UserError(f"--limit: {self.limit} must be at least 1")
+        check_request_settings(temperature=DEFAULT_TEMPERATURE if self.temperature is None else self.temperature,
+                               max_tokens=DEFAULT_MAX_TOKENS if self.max_tokens is None else self.max_tokens,
+                               timeout=DEFAULT_TIMEOUT_S if self.timeout is None else self.timeout,
+                               retries=DEFAULT_RETRIES if self.retries is None else self.retries)
+
+    def record(self, *, model: str, model_path: Path | None, run_path: Path | None, concurrency: int) -> dict:
+        """The `settings` written into the results file (no key: a key in the URL is masked)."""
+        from core.log import mask_secrets
+
+        return {"base_url": None if self.local else mask_secrets(self.base_url), "model": model, "local": self.local,
+                "model_path": str(model_path) if model_path else None, "run": str(run_path) if run_path else None,
+                "split": self.split if not self.task_ids else "ids", "type": self.task_type, "difficulty": self.difficulty,
+                "limit": self.limit, "temperature": self.temperature, "max_tokens": self.max_tokens, "seed": self.seed,
+                "concurrency": concurrency}
 
 
 def select_tasks(
@@ -66,148 +116,6 @@ def select_tasks(
     return chosen
 
 
-def _mean(values: list[float]) -> float | None:
-    return round(sum(values) / len(values), 6) if values else None
-
-
-def summarize(results: list[dict], *, total: int | None = None, wall_time_s: float = 0.0) -> dict[str, Any]:
-    """The `summary` of a results list: means overall, per type/difficulty/dimension/penalty, counts, tokens."""
-    scored = [r for r in results if r.get("reward") is not None]
-    by: dict[str, dict[str, list[float]]] = {name: defaultdict(list) for name in ("type", "difficulty", "dimension", "penalty")}
-    for entry in scored:
-        by["type"][entry.get("type") or "?"].append(entry["reward"])
-        by["difficulty"][entry.get("difficulty") or "?"].append(entry["reward"])
-        breakdown = entry.get("breakdown") or {}
-        for dim, value in (breakdown.get("dimensions") or {}).items():
-            by["dimension"][dim].append(float(value))
-        for pen, value in (breakdown.get("penalties") or {}).items():
-            by["penalty"][pen].append(float(value))
-    tokens = {"prompt": 0, "completion": 0, "total": 0}
-    for entry in results:
-        usage = entry.get("usage") or {}
-        tokens["prompt"] += int(usage.get("prompt_tokens", 0))
-        tokens["completion"] += int(usage.get("completion_tokens", 0))
-        tokens["total"] += int(usage.get("total_tokens", 0))
-    rewards = [r["reward"] for r in scored]
-    return {
-        "mean_reward": _mean(rewards),
-        "min_reward": min(rewards) if rewards else None,
-        "max_reward": max(rewards) if rewards else None,
-        "count": len(scored),
-        "failures": len(results) - len(scored),
-        "total": total if total is not None else len(results),
-        "by_type": {k: _mean(v) for k, v in sorted(by["type"].items())},
-        "count_by_type": {k: len(v) for k, v in sorted(by["type"].items())},
-        "by_difficulty": {k: _mean(v) for k, v in sorted(by["difficulty"].items())},
-        "by_dimension": {k: _mean(v) for k, v in by["dimension"].items()},
-        "by_penalty": {k: _mean(v) for k, v in by["penalty"].items()},
-        "wall_time_s": round(wall_time_s, 3),
-        "mean_elapsed_s": _mean([float(r.get("elapsed_seconds") or 0.0) for r in scored]),
-        "tokens": tokens,
-    }
-
-
-def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def new_results_path(folder: Path) -> Path:
-    """`folder/eval_results_<UTC timestamp>.json`, unique even when two evals start in the same second."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    path = folder / f"{RESULTS_PREFIX}{stamp}.json"
-    n = 1
-    while path.exists():
-        n += 1
-        path = folder / f"{RESULTS_PREFIX}{stamp}-{n}.json"
-    return path
-
-
-class ResultsFile:
-    """One eval's results on disk, always valid JSON: settings, planned task ids, summary and results."""
-
-    def __init__(self, path: Path, data: dict) -> None:
-        self.path = Path(path)
-        self.data = data
-        self._lock = threading.Lock()
-
-    @classmethod
-    def create(cls, path: Path, settings: dict, task_ids: list[str]) -> ResultsFile:
-        if path.exists():
-            raise UserError(f"--out: {path} already exists; pick another file or add --resume to complete it")
-        data = {"format": FORMAT_VERSION, "status": "running", "created_at": _now_iso(), "updated_at": _now_iso(),
-                "settings": settings, "task_ids": list(task_ids), "summary": summarize([], total=len(task_ids)), "results": []}
-        return cls(path, data)  # written with the first result, so a fatal first request leaves no file
-
-    @classmethod
-    def load(cls, path: Path) -> ResultsFile:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UserError(f"{path}: no such results file; check the path") from None
-        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise UserError(f"{path}: not a readable eval results file ({exc}); start a new eval without --resume") from None
-        if not isinstance(data, dict) or not isinstance(data.get("results"), list) or "summary" not in data:
-            raise UserError(f"{path}: not an eval results file (no 'summary'/'results'); start a new eval without --resume")
-        return cls(path, data)
-
-    @property
-    def done_ids(self) -> set[str]:
-        """Tasks with a scored answer (failed ones are tried again on resume)."""
-        return {r["task_id"] for r in self.data["results"] if r.get("reward") is not None}
-
-    @property
-    def wall_time_s(self) -> float:
-        return float(self.data["summary"].get("wall_time_s") or 0.0)
-
-    def add(self, entry: dict, wall_time_s: float) -> None:
-        with self._lock:
-            results = [r for r in self.data["results"] if r["task_id"] != entry["task_id"]]
-            results.append(entry)
-            self.data["results"] = results
-            self._update(wall_time_s)
-            self.save()
-
-    def finish(self, status: str, wall_time_s: float) -> None:
-        with self._lock:
-            if status != "complete" and not self.data["results"] and not self.path.exists():
-                return
-            self.data["status"] = status
-            self._update(wall_time_s)
-            self.save()
-
-    def _update(self, wall_time_s: float) -> None:
-        order = {task_id: i for i, task_id in enumerate(self.data.get("task_ids", []))}
-        self.data["results"].sort(key=lambda r: order.get(r["task_id"], len(order)))
-        self.data["updated_at"] = _now_iso()
-        self.data["summary"] = summarize(self.data["results"], total=len(self.data.get("task_ids", [])), wall_time_s=wall_time_s)
-
-    def to_json(self) -> str:
-        """One line per top-level key and per result: readable, and fast (the C encoder; `indent` is pure Python)."""
-        head = [f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in self.data.items() if k != "results"]
-        results = ",\n".join(json.dumps(r, ensure_ascii=False) for r in self.data["results"])
-        return "{\n" + ",\n".join(head) + ',\n"results": [\n' + results + "\n]}\n"
-
-    def save(self) -> None:
-        """Write the whole file atomically (temp file, fsync, rename): a crash leaves the previous version."""
-        from core.files import write_atomic
-        from core.log import mask_secrets
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.path, mask_secrets(self.to_json(), patterns=False))  # the environment's API keys
-
-
-def find_resumable(folder: Path) -> Path | None:
-    """The newest results file in `folder` that did not complete."""
-    for path in sorted(folder.glob(f"{RESULTS_PREFIX}*.json"), reverse=True):
-        try:
-            status = json.loads(path.read_text(encoding="utf-8")).get("status")
-        except (OSError, ValueError):
-            continue
-        if status != "complete":
-            return path
-    return None
-
-
 @dataclass
 class Progress:
     """One finished task, for progress displays."""
@@ -218,18 +126,6 @@ class Progress:
     reward: float | None
     elapsed: float
     error: str | None
-
-
-def result_entry(task, answer=None, error: str | None = None, elapsed: float = 0.0) -> dict[str, Any]:
-    """One `results` entry: task id/type/difficulty, reward, breakdown, elapsed seconds, answer, usage."""
-    entry: dict[str, Any] = {"task_id": task.id, "type": task.type, "difficulty": task.difficulty}
-    if answer is not None:
-        entry.update(reward=round(float(answer.breakdown.final_reward), 6), breakdown=answer.breakdown.to_dict(),
-                     elapsed_seconds=round(answer.elapsed, 3), answer=answer.text, usage=answer.usage,
-                     finish_reason=answer.finish_reason)
-    else:
-        entry.update(reward=None, breakdown=None, elapsed_seconds=round(elapsed, 3), answer=None, usage={}, error=error)
-    return entry
 
 
 def run_eval(agent, task_list: list, results: ResultsFile, *, concurrency: int = 4,
@@ -314,30 +210,24 @@ def _split_params(run_path: Path | None) -> tuple[float, int]:
     return float(cfg.devops.val_fraction), int(cfg.devops.seed)
 
 
-def evaluate(
-    *,
-    base_url: str | None = None,
-    model: str | None = None,
-    local: str | None = None,
-    run: str | None = None,
-    split: str = "val",
-    task_type: str | None = None,
-    difficulty: str | None = None,
-    task_ids: Iterable[str] = (),
-    limit: int | None = None,
-    concurrency: int = 4,
-    temperature: float | None = None,
-    max_tokens: int | None = None,
-    timeout: float | None = None,
-    retries: int | None = None,
-    backoff: float = 1.0,
-    seed: int | None = None,
-    out: Path | None = None,
-    resume: bool = False,
-    device: str = "auto",
-    on_start: Callable[[Path, int, int, str], None] | None = None,
-    on_progress: Callable[[Progress], None] | None = None,
-) -> tuple[Path, dict]:
+def _resumed(settings: EvalSettings, results: ResultsFile) -> tuple[EvalSettings, tuple[Path, str | None] | None]:
+    """The settings a resumed eval runs with: those it started with, unless the endpoint is given again; and for
+    a `--local` eval, the checkpoint it started with (pinned, though the run saved newer ones since)."""
+    saved = results.data.get("settings") or {}
+    pinned = None
+    changes: dict = {}
+    if not settings.base_url and (not settings.local or settings.local == saved.get("local")):
+        changes.update(base_url=saved.get("base_url"), local=saved.get("local"), model=settings.model or saved.get("model"))
+        if saved.get("local") and saved.get("model_path") and Path(saved["model_path"]).is_dir():
+            pinned = (Path(saved["model_path"]), saved.get("model"))
+    for name in ("temperature", "max_tokens", "seed"):
+        if getattr(settings, name) is None:
+            changes[name] = saved.get(name)
+    return dataclasses.replace(settings, **changes), pinned
+
+
+def evaluate(settings: EvalSettings, *, on_start: Callable[[Path, int, int, str], None] | None = None,
+             on_progress: Callable[[Progress], None] | None = None) -> tuple[Path, dict]:
     """The whole eval as `devops-rl eval` runs it; returns (results file, its data).
 
     `local` (a model folder, `builtin:tiny` or a run) is served in-process on 127.0.0.1 for the duration;
@@ -345,79 +235,69 @@ def evaluate(
     newest unfinished results file there (or `out`) is completed with the settings it was started with,
     unless the endpoint is given again.
     """
-    from core.agent.client import DEFAULT_MAX_TOKENS, DEFAULT_RETRIES, DEFAULT_TEMPERATURE, DEFAULT_TIMEOUT_S, DevOpsAgent
-
     import tasks as task_lib
-    from core.log import mask_secrets
+    from core.agent.client import DEFAULT_MAX_TOKENS, DEFAULT_RETRIES, DEFAULT_TEMPERATURE, DEFAULT_TIMEOUT_S, DevOpsAgent
     from core.runs import find_run, resolve_run
 
-    if base_url and local:
-        raise UserError("--base-url and --local both given; pick one endpoint")
-    if concurrency < 1:
-        raise UserError(f"--concurrency: {concurrency} must be at least 1")
-    run_path = resolve_run(run) if run else find_run(local) if local else None  # a bad --run: one-line error
-    run_path = run_path.resolve() if run_path is not None else None
-    if run_path is not None and not base_url and not local:
-        local = str(run_path)
+    run_path = resolve_run(settings.run) if settings.run else find_run(settings.local) if settings.local else None
+    run_path = run_path.resolve() if run_path is not None else None  # a bad --run is a one-line error above
+    if run_path is not None and not settings.base_url and not settings.local:
+        settings = dataclasses.replace(settings, local=str(run_path))
     folder = run_path / "eval" if run_path is not None else Path.cwd()
+    out = settings.out
     if out is not None and (out.is_dir() or out.suffix != ".json"):
         folder, out = out, None
 
-    pinned: tuple[Path, str | None] | None = None  # a resumed --local eval serves the checkpoint it started with
-    if resume:
+    pinned: tuple[Path, str | None] | None = None
+    if settings.resume:
         path = out or find_resumable(folder)
         if path is None:
             raise UserError(f"--resume: no unfinished {RESULTS_PREFIX}*.json in {folder}; pass --out FILE or start a new eval")
         results = ResultsFile.load(path)
-        saved = results.data.get("settings", {})
-        if not base_url and (not local or local == saved.get("local")):  # the same endpoint as it started with
-            base_url, local = saved.get("base_url"), saved.get("local")
-            model = model or saved.get("model")
-            if local and saved.get("model_path") and Path(saved["model_path"]).is_dir():
-                pinned = (Path(saved["model_path"]), saved.get("model"))
-        temperature = saved.get("temperature") if temperature is None else temperature
-        max_tokens = saved.get("max_tokens") if max_tokens is None else max_tokens
-        seed = saved.get("seed") if seed is None else seed
+        settings, pinned = _resumed(settings, results)
         all_tasks = task_lib.load_tasks()
         task_list = [task_lib.get_task(task_id, all_tasks) for task_id in results.data.get("task_ids", [])]
     else:
         val_fraction, split_seed = _split_params(run_path)
-        task_list = select_tasks(split, task_type, difficulty, task_ids, limit, val_fraction=val_fraction, seed=split_seed)
+        task_list = select_tasks(settings.split, settings.task_type, settings.difficulty, settings.task_ids, settings.limit,
+                                 val_fraction=val_fraction, seed=split_seed)
         results = None
-    temperature = DEFAULT_TEMPERATURE if temperature is None else temperature
-    max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens
-    if not base_url and not local:
+    settings = dataclasses.replace(
+        settings, temperature=DEFAULT_TEMPERATURE if settings.temperature is None else settings.temperature,
+        max_tokens=DEFAULT_MAX_TOKENS if settings.max_tokens is None else settings.max_tokens)
+    if not settings.base_url and not settings.local:
         raise UserError("no endpoint: pass --base-url URL --model NAME, or --local MODEL_OR_RUN (e.g. --local builtin:tiny)")
-    if base_url and not model:
+    if settings.base_url and not settings.model:
         raise UserError("--model: required with --base-url; the name the endpoint serves (see GET <base-url>/models)")
+    check_writable(results.path.parent if results is not None else out.parent if out else folder,
+                   "--out" if settings.out is not None else "results folder")
 
     server = None
     try:
-        if local:
-            from core.agent.server import LocalModel, ServedModel, resolve_served_model, start_server
+        endpoint, model, concurrency, served = settings.base_url, settings.model, settings.concurrency, None
+        if settings.local:
+            from core.agent.inference import LocalModel
+            from core.agent.served_model import ServedModel, resolve_served_model
+            from core.agent.server import start_server
 
-            served = ServedModel(pinned[0], pinned[1] or pinned[0].name, local) if pinned else resolve_served_model(local)
+            served = ServedModel(pinned[0], pinned[1] or pinned[0].name, settings.local) if pinned else resolve_served_model(settings.local)
             log.info("loading %s from %s", served.name, served.path)
-            server = start_server(LocalModel(served, device=device), "127.0.0.1", 0)
+            server = start_server(LocalModel(served, device=settings.device), "127.0.0.1", 0)
             endpoint, model = server.base_url, served.name
             concurrency = 1  # the local server generates one answer at a time; more would only queue into timeouts
-        else:
-            endpoint = base_url
-        agent = DevOpsAgent(endpoint, model, temperature=temperature, max_tokens=max_tokens,
-                            timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout,
-                            retries=DEFAULT_RETRIES if retries is None else retries, backoff=backoff, seed=seed)
+        agent = DevOpsAgent(endpoint, model, temperature=settings.temperature, max_tokens=settings.max_tokens,
+                            timeout=DEFAULT_TIMEOUT_S if settings.timeout is None else settings.timeout,
+                            retries=DEFAULT_RETRIES if settings.retries is None else settings.retries, seed=settings.seed)
         if results is None:
-            settings = {"base_url": None if local else mask_secrets(base_url), "model": model, "local": local,
-                        "model_path": str(served.path) if local else None,
-                        "run": str(run_path) if run_path else None, "split": split if not task_ids else "ids",
-                        "type": task_type, "difficulty": difficulty, "limit": limit, "temperature": temperature,
-                        "max_tokens": max_tokens, "seed": seed, "concurrency": concurrency}
-            results = ResultsFile.create(out or new_results_path(folder), settings, [t.id for t in task_list])
+            record = settings.record(model=model, model_path=served.path if served else None, run_path=run_path,
+                                     concurrency=concurrency)
+            results = ResultsFile.create(out or new_results_path(folder), record, [t.id for t in task_list])
+        if run_path is not None:  # a run's results that cannot go where asked go to the run first
+            results.fallbacks.insert(0, run_path / "eval")
         if on_start is not None:
             on_start(results.path, len(task_list), len(results.done_ids), f"{model} at {endpoint}")
         data = run_eval(agent, task_list, results, concurrency=concurrency, on_progress=on_progress)
     finally:
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            server.close()
     return results.path, data

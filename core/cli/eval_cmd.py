@@ -27,6 +27,7 @@ else the current folder or --out; they are saved after every task, and --resume 
 
 def _print_summary(path: Path, data: dict) -> None:
     summary = data["summary"]
+    _warn_failures(path, data)
     mean = summary["mean_reward"]
     print(f"mean reward {mean:.3f}" if mean is not None else "mean reward -", end="")
     print(f" over {summary['count']} tasks, {summary['failures']} failed, {summary['wall_time_s']:.1f}s, "
@@ -38,20 +39,30 @@ def _print_summary(path: Path, data: dict) -> None:
     print(f"results: {path}")
 
 
-class _Reporter:
-    """A rich progress bar on a TTY, one plain line per task otherwise."""
+def _warn_failures(path: Path, data: dict) -> None:
+    """One line on stderr when tasks failed: how many, the first error, and how to ask for them again."""
+    failed = [r for r in data["results"] if r.get("reward") is None]
+    if failed:
+        print(f"warning: {len(failed)} of {len(data['task_ids'])} tasks failed (first: {failed[0]['task_id']}: "
+              f"{failed[0].get('error')}); 'devops-rl eval --resume --out {path}' asks for them again", file=sys.stderr)
 
-    def __init__(self) -> None:
+
+class _Reporter:
+    """A rich progress bar on a TTY, one plain line per task otherwise; on stderr when stdout carries JSON."""
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stdout
         self.bar = None
         self.task = None
 
     def start(self, path: Path, total: int, done: int, endpoint: str) -> None:
-        print(f"evaluating {total} tasks ({done} already done) with {endpoint} -> {path}", flush=True)
-        if sys.stdout.isatty():
+        print(f"evaluating {total} tasks ({done} already done) with {endpoint} -> {path}", file=self.stream, flush=True)
+        if self.stream.isatty():
+            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             self.bar = Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                                TextColumn("{task.fields[last]}"))
+                                TextColumn("{task.fields[last]}"), console=Console(file=self.stream))
             self.task = self.bar.add_task("eval", total=total, completed=done, last="")
             self.bar.start()
 
@@ -60,7 +71,7 @@ class _Reporter:
         if self.bar is not None:
             self.bar.update(self.task, completed=p.done, last=f"{p.task_id} {what}")
         else:
-            print(f"[{p.done}/{p.total}] {p.task_id} {what} ({p.elapsed:.1f}s)", flush=True)
+            print(f"[{p.done}/{p.total}] {p.task_id} {what} ({p.elapsed:.1f}s)", file=self.stream, flush=True)
 
     def stop(self) -> None:
         if self.bar is not None:
@@ -74,7 +85,7 @@ def _check_device(device: str) -> None:
 
 @contextmanager
 def _sigterm_as_interrupt():
-    """SIGTERM stops an eval like Ctrl-C: the results file is marked `interrupted` before exiting 130."""
+    """SIGTERM stops an eval or a server like Ctrl-C: results are marked `interrupted`, generations stop, exit 130."""
     import signal
     import threading
 
@@ -100,31 +111,33 @@ def eval_command(
     task_type: str | None = typer.Option(None, "--type", help="Only tasks of this type."),
     difficulty: str | None = typer.Option(None, "--difficulty", help="Only tasks of this difficulty (easy, medium, hard)."),
     task_ids: list[str] = typer.Option([], "--task", help="Only this task id (repeatable); overrides --split."),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="At most this many tasks."),
-    concurrency: int = typer.Option(4, "--concurrency", "-j", min=1, help="Requests in flight at once."),
+    limit: int | None = typer.Option(None, "--limit", help="At most this many tasks."),
+    concurrency: int = typer.Option(4, "--concurrency", "-j", help="Requests in flight at once."),
     temperature: float | None = typer.Option(None, "--temperature", help="Sampling temperature (default 0.7)."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Max tokens per answer (default 2048)."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds per request before it counts as failed (default 300)."),
-    retries: int | None = typer.Option(None, "--retries", min=0, help="Retries on 429/5xx/connection errors, with backoff (default 4)."),
+    retries: int | None = typer.Option(None, "--retries", help="Retries on 408/409/429/5xx/connection errors, with backoff (default 4)."),
     seed: int | None = typer.Option(None, "--seed", help="Sampling seed sent with each request (servers that honour it)."),
     out: Path | None = typer.Option(None, "--out", help="Results file (.json) or folder."),
     resume: bool = typer.Option(False, "--resume", help="Complete the newest unfinished results file (or --out FILE)."),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda, for --local/--run models."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the summary as JSON on stdout (progress goes to stderr)."),
 ) -> int:
-    from core.agent.evaluate import evaluate
+    from core.agent.evaluate import EvalSettings, evaluate
 
     _check_device(device)
-    reporter = _Reporter()
+    settings = EvalSettings(base_url=base_url, model=model, local=local, run=run, split=split, task_type=task_type,
+                            difficulty=difficulty, task_ids=tuple(task_ids), limit=limit, concurrency=concurrency,
+                            temperature=temperature, max_tokens=max_tokens, timeout=timeout, retries=retries, seed=seed,
+                            out=out, resume=resume, device=device)
+    reporter = _Reporter(sys.stderr if as_json else sys.stdout)
     try:
         with _sigterm_as_interrupt():
-            path, data = evaluate(base_url=base_url, model=model, local=local, run=run, split=split, task_type=task_type,
-                                  difficulty=difficulty, task_ids=task_ids, limit=limit, concurrency=concurrency,
-                                  temperature=temperature, max_tokens=max_tokens, timeout=timeout, retries=retries,
-                                  seed=seed, out=out, resume=resume, device=device, on_start=reporter.start, on_progress=reporter.progress)
+            path, data = evaluate(settings, on_start=reporter.start, on_progress=reporter.progress)
     finally:
         reporter.stop()
     if as_json:
+        _warn_failures(path, data)
         print(json.dumps({"results": str(path), "summary": data["summary"]}, indent=2))
     else:
         _print_summary(path, data)
@@ -152,7 +165,9 @@ def serve_command(
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda"),
 ) -> int:
     from core.agent.client import API_KEY_ENV_VARS, api_key_from_env
-    from core.agent.server import LOOPBACK_HOSTS, ChatServer, LocalModel, resolve_served_model
+    from core.agent.inference import LocalModel
+    from core.agent.served_model import resolve_served_model
+    from core.agent.server import LOOPBACK_HOSTS, ChatServer
 
     key = None
     if require_key:
@@ -162,15 +177,33 @@ def serve_command(
     elif host not in LOOPBACK_HOSTS:
         raise UserError(f"--host {host}: serving beyond this machine needs --require-key (key from {' or '.join(API_KEY_ENV_VARS)})")
     _check_device(device)
-    served = resolve_served_model(model)
-    server = ChatServer(LocalModel(served, device=device), host, port, key)
-    print(f"serving '{served.name}' from {served.path} at {server.base_url} (key {'required' if key else 'not required'}); "
-          "Ctrl-C stops", flush=True)
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
+    with _sigterm_as_interrupt():
+        served = resolve_served_model(model)
+        server = ChatServer(LocalModel(served, device=device), host, port, key)
+        print(f"serving '{served.name}' from {served.path} at {server.base_url} (key {'required' if key else 'not required'}); "
+              "Ctrl-C stops", flush=True)
+        try:
+            server.serve_forever()
+        finally:
+            _close_server(server)
     return 0
+
+
+def _close_server(server) -> None:
+    """Stop the generations in flight and wait for their threads before the interpreter exits: a thread still
+    inside torch at exit aborts the process ('terminate called without an active exception')."""
+    import os
+    import signal
+
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}  # a second Ctrl-C waits too
+    try:
+        if not server.close():
+            log.warning("a request did not stop within the grace time; exiting without waiting for it")
+            logging.shutdown()
+            os._exit(130)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def register(app: typer.Typer) -> None:
