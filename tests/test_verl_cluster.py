@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -89,13 +90,13 @@ def ray_head():
         assert not survivors, f"Ray processes left behind: {survivors}"
 
 
-def _train(address: str, run: Path, *overrides: str) -> subprocess.CompletedProcess:
+def _train(address: str, run: Path, *overrides: str, startup_limit_s: int = 300) -> subprocess.CompletedProcess:
     """The CLI as a user runs it, in its own session so a timeout can stop it and its verl child."""
     command = [sys.executable, "-m", "core.cli.main", "train", "--backend", "verl", "--mode", "ci-fast",
                "--ray-address", address, "--run-dir", str(run)]
     for override in overrides:
         command += ["--set", override]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DEVOPS_RL_VERL_STARTUP_TIMEOUT_S": "300"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DEVOPS_RL_VERL_STARTUP_TIMEOUT_S": str(startup_limit_s)}
     env.pop("VERL_USE_EXTERNAL_MODULES", None)
     with subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True) as cli:
@@ -151,3 +152,34 @@ def test_a_cluster_with_too_few_cpus_fails_at_once_saying_how_many_verl_needs(ra
         "GPU x 1 GPU); set verl_overrides.transfer_queue.backend.SimpleStorage.num_data_storage_units=4 (fewer "
         "TransferQueue units), start its nodes with more (ray start --num-cpus=N counts logical CPUs), or use "
         "fewer GPUs")
+
+
+HOLDER = """
+import sys, time
+import ray
+ray.init(address=sys.argv[1])
+holder = ray.remote(num_cpus=int(sys.argv[2]))(type("Holder", (), {"ready": lambda self: True})).remote()
+ray.get(holder.ready.remote())
+print("holding", flush=True)
+time.sleep(3600)
+"""
+
+
+def test_a_start_stuck_waiting_for_ray_fails_with_the_stage_it_hung_in(ray_head, tmp_path):
+    """Another job holds CPUs the check counted: verl's GPU worker waits for them forever, silently."""
+    free_after_holder = 4  # TransferQueue takes 2 of them, the GPU worker's placement wants 3
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, ray_head, str(HEAD_CPUS - free_after_holder)],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        run = tmp_path / "run"
+        result = _train(ray_head, run, ONE_TQ_UNIT, *SMALL, startup_limit_s=90)
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+    meta, notes = _read(run)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert [note["stage"] for note in notes] == ["runner", "trainer"]
+    waited = re.match(r"verl made no start-up progress for (\d+) s after stage 'trainer': verl's workers never came "
+                      r"up", meta["message"])
+    assert meta["status"] == "failed" and waited and int(waited.group(1)) >= 90, meta["message"]
