@@ -125,6 +125,8 @@ def test_run_paths_are_absolute_so_verl_workers_find_them_from_any_working_direc
     assert composed.trainer.rollout_data_dir == str(run / "verl" / "rollouts")
     assert env.VERL_FILE_LOGGER_PATH == str(run / "verl" / "metrics.jsonl")
     assert env.DEVOPS_RL_STARTUP_FILE == str(run / "verl" / "startup.jsonl")
+    mine = _compose("ci-fast", ["trainer.default_local_dir=ckpts"], run_path=Path("runs") / "r1")
+    assert mine.trainer.default_local_dir == str(tmp_path / "ckpts")
     # The reward is imported by module name (verl's own loader), not from a path on the driver's disk.
     reward = composed.reward.custom_reward_function
     assert load_extern_object(reward.path, reward.name) is compute_score

@@ -382,7 +382,7 @@ def test_the_startup_watchdog_follows_the_stages_verl_notes(tmp_path):
     from core.training.rundir import append_jsonl
     from core.training.verl_backend.launch import STARTUP_NAME, StartupWatchdog
 
-    watchdog = StartupWatchdog(tmp_path, limits={"launched": 0.0, "runner": 3600.0, "trainer": 0.0})
+    watchdog = StartupWatchdog(tmp_path, {"launched": 0.0, "runner": 3600.0, "trainer": 0.0})
     assert "after stage 'launched': verl's TaskRunner never started in Ray" in watchdog.poll()
     append_jsonl(tmp_path / STARTUP_NAME, {"stage": "runner"})
     assert watchdog.poll() is None  # a new stage: its own limit, counted from now
@@ -390,7 +390,21 @@ def test_the_startup_watchdog_follows_the_stages_verl_notes(tmp_path):
     assert "after stage 'trainer': verl's workers never came up" in watchdog.poll()
     append_jsonl(tmp_path / STARTUP_NAME, {"stage": "ready"})
     assert watchdog.poll() is None and watchdog.done  # training has started: nothing more to watch
-    assert StartupWatchdog(tmp_path, limits={"launched": 0.0}).poll(stepped=True) is None
+    assert StartupWatchdog(tmp_path, {"launched": 0.0}).poll(stepped=True) is None
+
+
+def test_the_startup_limit_comes_from_the_environment_or_is_refused_in_one_line(monkeypatch):
+    from core.errors import UserError
+    from core.training.verl_backend.launch import STARTUP_STAGES, startup_limits
+
+    monkeypatch.delenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", raising=False)
+    assert startup_limits() == {stage: limit for stage, (limit, _) in STARTUP_STAGES.items()}
+    monkeypatch.setenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", "90")
+    assert set(startup_limits().values()) == {90.0}
+    for bad in ("soon", "0", "-5"):
+        monkeypatch.setenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", bad)
+        with pytest.raises(UserError, match=f"DEVOPS_RL_VERL_STARTUP_TIMEOUT_S: '{bad}': must be a number of seconds"):
+            startup_limits()
 
 
 def test_resume_with_resume_mode_disable_is_refused_before_anything_changes(tmp_path, monkeypatch):

@@ -193,7 +193,8 @@ def _fill_project_keys(config, cfg, *, run_path, resume: bool, ray_address: str 
         "reward.custom_reward_function.path": REWARD_FN_PATH,
         "reward.custom_reward_function.name": REWARD_FN_NAME,
         "trainer.logger": loggers,
-        "trainer.default_local_dir": cfg.trainer.default_local_dir or paths["checkpoints"],
+        "trainer.default_local_dir": (str(Path(cfg.trainer.default_local_dir).absolute())
+                                      if cfg.trainer.default_local_dir else paths["checkpoints"]),
         "trainer.resume_mode": resume_mode,
         "trainer.max_actor_ckpt_to_keep": devops.keep_checkpoints or None,
         "trainer.rollout_data_dir": paths["rollouts"],

@@ -185,13 +185,11 @@ class StartupWatchdog:
     """Fails a verl start that stalls: verl waits silently for Ray resources that never come. Reads the
     stages verl's TaskRunner and trainer note (runner -> trainer -> ready); ends at "ready" or the first step."""
 
-    def __init__(self, verl_dir: Path, limits: dict[str, float] | None = None) -> None:
+    def __init__(self, verl_dir: Path, limits: dict[str, float]) -> None:
         from core.training.rundir import JsonlTail
 
         self.tail = JsonlTail(Path(verl_dir) / STARTUP_NAME)
-        override = os.environ.get(STARTUP_TIMEOUT_ENV)
-        self.limits = {stage: float(override) if override else limit for stage, (limit, _) in STARTUP_STAGES.items()}
-        self.limits.update(limits or {})
+        self.limits = limits
         self.stage, self.since, self.done = "launched", time.monotonic(), False
 
     def poll(self, stepped: bool = False) -> str | None:
@@ -209,6 +207,18 @@ class StartupWatchdog:
             return None
         return (f"verl made no start-up progress for {waited:.0f} s after stage '{self.stage}': "
                 f"{STARTUP_STAGES[self.stage][1]} (limit: {STARTUP_TIMEOUT_ENV})")
+
+
+def startup_limits() -> dict[str, float]:
+    """Each start-up stage's limit in seconds: the defaults, or `DEVOPS_RL_VERL_STARTUP_TIMEOUT_S` for all."""
+    text = os.environ.get(STARTUP_TIMEOUT_ENV, "").strip()
+    try:
+        override = float(text) if text else None
+    except ValueError:
+        override = -1.0
+    if override is not None and not override > 0:
+        raise UserError(f"{STARTUP_TIMEOUT_ENV}: {text!r}: must be a number of seconds > 0 (or unset for the defaults)")
+    return {stage: override or limit for stage, (limit, _) in STARTUP_STAGES.items()}
 
 
 def strip_escapes(text: str) -> str:
@@ -349,6 +359,7 @@ def run_verl_training(cfg, *, mode: str, run_dir, resume: bool = False, ray_addr
     from core.training import sysmon
 
     try:
+        limits = startup_limits()
         verl_dir = prepare(cfg, run_dir=run_dir, resume=resume, ray_address=ray_address)
     except Exception as exc:
         message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
@@ -358,7 +369,7 @@ def run_verl_training(cfg, *, mode: str, run_dir, resume: bool = False, ray_addr
     pump = MetricsPump(run_dir, verl_dir, sample=sysmon.sample, progress=progress,
                        samples_per_step=cfg.devops.samples_per_step)
     pump.skip_existing_rollouts()
-    watchdog = StartupWatchdog(verl_dir)
+    watchdog = StartupWatchdog(verl_dir, limits)
     log.info("verl: starting the trainer (logs in %s)", run_dir.log_path)
     with open(run_dir.log_path, "ab") as log_file:
         child = subprocess.Popen(
