@@ -93,7 +93,8 @@ def check_prompt_fit(cfg) -> None:
     from core.training.tiny_model import resolve_model_path
 
     model = cfg.actor_rollout_ref.model
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model.path), trust_remote_code=model.trust_remote_code)
+    source = resolve_model_path(model.path) if model.path.startswith("builtin:") else model.path  # a hub id: as verl
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=model.trust_remote_code)
     rows = [row for split in split_rows(cfg).values() for row in split]
     lengths = prompt_token_lengths(rows, tokenizer)
     longest = max(range(len(rows)), key=lengths.__getitem__)
