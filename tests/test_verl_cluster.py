@@ -1,6 +1,6 @@
 """`devops-rl train --backend verl` against a real Ray cluster on a CPU box, as far as CPU allows: a Ray head
-with logical CPUs and a fake GPU, the real launcher and child, verl's real TaskRunner, TransferQueue,
-datasets and worker spawn. It ends where verl's FSDP workers need CUDA/NCCL, as a failed run.
+with logical CPUs, a fake GPU and token authentication, the real launcher and child, verl's real TaskRunner,
+TransferQueue, datasets and worker spawn. It ends where verl's FSDP workers need CUDA/NCCL, as a failed run.
 
 Every Ray process the test starts is in the head's process group, which is killed at the end whatever happens.
 """
@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -66,8 +67,11 @@ def _stop_group(pgid: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def ray_head():
-    """`ray start --head --block` on 127.0.0.1 with its own temp dir and ports; yields its address."""
+    """`ray start --head --block` on 127.0.0.1 with its own temp dir, ports and token; yields (address, the
+    environment a driver needs: the token as docs/gpu.md tells users to pass it)."""
     temp = Path(tempfile.mkdtemp(prefix="drl-ray-", dir="/tmp"))  # short: Ray's socket paths have a length limit
+    (temp / "token").write_text(uuid.uuid4().hex)
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(temp / "token")}
     port = _free_port()
     command = [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
                f"--port={port}", f"--num-cpus={HEAD_CPUS}", "--num-gpus=1", f"--temp-dir={temp}",
@@ -76,13 +80,14 @@ def ray_head():
                f"--metrics-export-port={_free_port()}"]
     log = temp / "head.log"
     with open(log, "wb") as out:
-        head = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        head = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **auth})
     try:
         deadline = time.monotonic() + 180
         while "Ray runtime started" not in log.read_text(errors="replace"):
             assert head.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
             time.sleep(0.5)
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", auth
     finally:
         survivors = _stop_group(head.pid)
         head.wait(timeout=10)
@@ -90,13 +95,15 @@ def ray_head():
         assert not survivors, f"Ray processes left behind: {survivors}"
 
 
-def _train(address: str, run: Path, *overrides: str, startup_limit_s: int = 300) -> subprocess.CompletedProcess:
+def _train(head, run: Path, *overrides: str, startup_limit_s: int = 300, auth: dict | None = None):
     """The CLI as a user runs it, in its own session so a timeout can stop it and its verl child."""
+    address, head_auth = head
     command = [sys.executable, "-m", "core.cli.main", "train", "--backend", "verl", "--mode", "ci-fast",
                "--ray-address", address, "--run-dir", str(run)]
     for override in overrides:
         command += ["--set", override]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DEVOPS_RL_VERL_STARTUP_TIMEOUT_S": str(startup_limit_s)}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DEVOPS_RL_VERL_STARTUP_TIMEOUT_S": str(startup_limit_s),
+           **(head_auth if auth is None else auth)}
     env.pop("VERL_USE_EXTERNAL_MODULES", None)
     with subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True) as cli:
@@ -168,8 +175,9 @@ time.sleep(3600)
 def test_a_start_stuck_waiting_for_ray_fails_with_the_stage_it_hung_in(ray_head, tmp_path):
     """Another job holds CPUs the check counted: verl's GPU worker waits for them forever, silently."""
     free_after_holder = 4  # TransferQueue takes 2 of them, the GPU worker's placement wants 3
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, ray_head, str(HEAD_CPUS - free_after_holder)],
-                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    address, auth = ray_head
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, address, str(HEAD_CPUS - free_after_holder)],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True, env={**os.environ, **auth})
     try:
         assert holder.stdout.readline().strip() == "holding"
         run = tmp_path / "run"
@@ -183,3 +191,14 @@ def test_a_start_stuck_waiting_for_ray_fails_with_the_stage_it_hung_in(ray_head,
     waited = re.match(r"verl made no start-up progress for (\d+) s after stage 'trainer': verl's workers never came "
                       r"up", meta["message"])
     assert meta["status"] == "failed" and waited and int(waited.group(1)) >= 90, meta["message"]
+
+
+def test_a_driver_without_the_clusters_token_is_told_how_to_pass_it(ray_head, tmp_path):
+    run = tmp_path / "run"
+    result = _train(ray_head, run, ONE_TQ_UNIT, *SMALL, auth={"RAY_AUTH_MODE": "disabled"})
+    meta, notes = _read(run)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert notes == []
+    assert meta["message"].startswith("Ray could not start: ConnectionError: Failed to connect to Ray cluster")
+    assert "the cluster wants its token; export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH" \
+        in meta["message"]

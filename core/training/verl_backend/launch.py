@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +30,8 @@ STARTUP_NAME = "startup.jsonl"  # start-up stages noted by verl's TaskRunner and
 LATEST_CHECKPOINT = "latest_checkpointed_iteration.txt"
 VAL_SCORE_KEY = "val/score/mean"  # the native backend's validation key, so viewers need no verl special case
 EXIT_RAY = 3  # the child's exit code when Ray could not start
+RAY_TOKEN_HINT = ("the cluster wants its token; export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH "
+                  "(from 'ray get-auth-token' on its head; docs/gpu.md)")
 STOP_GRACE_S, TERM_GRACE_S = 60.0, 15.0
 ROLLOUT_SETTLE_S = 2.0  # a rollout dump untouched this long is complete
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # Ray colours its error headers and worker prefixes
@@ -466,6 +469,8 @@ def child_main(run_path: str) -> int:
     except Exception as exc:
         started = ray.is_initialized()
         message = error_line(exc)
+        if not started and "AuthenticationError" in "".join(traceback.format_exception(exc)):
+            message += f" ({RAY_TOKEN_HINT})"
         log.error("verl failed: %s", message, exc_info=True)
         _write_exit(verl_dir, "failed", message[:500])
         return 1 if started else EXIT_RAY
