@@ -76,10 +76,15 @@ def verl_available(ray_address: str | None = None) -> tuple[bool, str]:
                   f"{attention_implementation()[1]}")
 
 
+def _tq_units(config) -> int:
+    """TransferQueue's SimpleStorage units, one Ray actor each (other storage backends are not counted)."""
+    tq = config.transfer_queue.backend
+    return int(tq.SimpleStorage.num_data_storage_units) if tq.storage_backend == "SimpleStorage" else 0
+
+
 def cpus_needed(config) -> tuple[int, str]:
     """(CPUs verl holds in Ray for a composed verl config, where they go) for the error line."""
-    tq = config.transfer_queue.backend
-    units = int(tq.SimpleStorage.num_data_storage_units) if tq.storage_backend == "SimpleStorage" else 0
+    units = _tq_units(config)
     gpus = config.trainer.n_gpus_per_node * config.trainer.nnodes
     reward_model = config.reward.reward_model
     if reward_model.enable and reward_model.enable_resource_pool:
@@ -95,7 +100,7 @@ def check_cpus(config, available: float, *, cluster: bool) -> None:
     need, how = cpus_needed(config)
     if available >= need:
         return
-    units = int(config.transfer_queue.backend.SimpleStorage.num_data_storage_units)
+    units = _tq_units(config)
     spare = int(available) - (need - units)
     fewer = f"set verl_overrides.{TQ_UNITS_KEY}={spare} (fewer TransferQueue units), " if 1 <= spare < units else ""
     more = ("start its nodes with more (ray start --num-cpus=N counts logical CPUs)" if cluster else

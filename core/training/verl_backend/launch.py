@@ -3,7 +3,8 @@
 The child (`python -m core.training.verl_backend.launch RUN_DIR`) calls verl's own `run_ppo` with the
 composed config, its output (Ray's and verl's logs) going to the run's train.log. The parent copies
 verl's file-logger lines into metrics.jsonl with NVML figures, turns checkpoints and validations into
-events, and maps Ctrl-C, exit codes and --resume onto the run folder's status like the native backend.
+events, and maps Ctrl-C, exit codes and --resume onto the run folder's status like the native backend;
+a watchdog fails a start-up that stalls (verl waits silently for Ray resources).
 """
 
 from __future__ import annotations
