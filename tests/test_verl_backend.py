@@ -7,6 +7,7 @@ What needs a GPU (vLLM rollouts, FSDP, Ray workers) is not run here; see docs/gp
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import subprocess
@@ -58,13 +59,14 @@ def test_every_preset_composes_and_passes_verl_validate_config(preset, capsys):
     # ...verl's mandatory keys are filled (rollout.name is `???` in verl's own YAML)...
     assert composed["actor_rollout_ref"]["rollout"]["log_prob_micro_batch_size_per_gpu"] >= 1
     assert composed["actor_rollout_ref"]["rollout"]["prompt_length"] == ours.data.max_prompt_length
-    # ...and the project's wiring is in place: our reward, our trainer mode, verl's file logger.
+    # ...and the project's wiring is in place: our reward by module, verl's own sync mode, verl's file logger.
     reward_fn = composed["reward"]["custom_reward_function"]
-    assert Path(reward_fn["path"]).is_file() and reward_fn["name"] == "compute_score"
-    assert composed["trainer"]["v1"]["trainer_mode"] == "devops_sync"
+    assert reward_fn == {**reward_fn, "path": "pkg://core.training.verl_backend.reward_fn", "name": "compute_score"}
+    assert composed["trainer"]["v1"]["trainer_mode"] == "sync"
     assert "file" in composed["trainer"]["logger"]
     env = composed["ray_kwargs"]["ray_init"]["runtime_env"]["env_vars"]
-    assert env["VERL_USE_EXTERNAL_MODULES"] == "core.training.verl_backend.extension"
+    assert "VERL_USE_EXTERNAL_MODULES" not in env  # it cost every Ray process seconds of imports
+    assert env["DEVOPS_RL_STARTUP_FILE"].endswith("verl/startup.jsonl")
     assert composed["data"]["train_files"].endswith("data/train.parquet")
 
 
@@ -76,7 +78,7 @@ def test_the_test_mode_composes_for_verl():
     assert set(MODE_PRESETS.values()) <= set(PRESETS)
     composed = compose_verl_config(config_for_mode("test"))
     assert composed.trainer.total_training_steps == 1 and composed.actor_rollout_ref.rollout.n == 2
-    assert composed.trainer.v1.trainer_mode == "devops_sync"
+    assert composed.trainer.v1.trainer_mode == "sync"
 
 
 def test_builtin_tiny_becomes_its_local_folder():
@@ -102,9 +104,87 @@ def test_set_overrides_and_verl_pass_through_keys_reach_verl():
     assert env.VERL_FILE_LOGGER_PATH == "/tmp/run-x/verl/metrics.jsonl"
 
 
-def test_a_trainer_mode_chosen_in_verl_overrides_keeps_the_per_dimension_metrics():
+def test_a_trainer_mode_chosen_in_verl_overrides_reaches_verl_under_its_own_name():
+    """verl branches on its literal mode names ("sync" picks the sync replay buffer, batch sizes, refill)."""
     composed = _compose("ci-fast", ["verl_overrides.trainer.v1.trainer_mode=colocate_async"])
-    assert composed.trainer.v1.trainer_mode == "devops_colocate_async"
+    assert composed.trainer.v1.trainer_mode == "colocate_async"
+
+
+def test_run_paths_are_absolute_so_verl_workers_find_them_from_any_working_directory(tmp_path, monkeypatch):
+    from verl.utils.import_utils import load_extern_object
+
+    from core.training.verl_backend.reward_fn import compute_score
+
+    monkeypatch.chdir(tmp_path)
+    composed = _compose("ci-fast", run_path=Path("runs") / "r1")
+    run = tmp_path / "runs" / "r1"
+    env = composed.ray_kwargs.ray_init.runtime_env.env_vars
+    assert composed.data.train_files == str(run / "data" / "train.parquet")
+    assert composed.data.val_files == str(run / "data" / "val.parquet")
+    assert composed.trainer.default_local_dir == str(run / "checkpoints")
+    assert composed.trainer.rollout_data_dir == str(run / "verl" / "rollouts")
+    assert env.VERL_FILE_LOGGER_PATH == str(run / "verl" / "metrics.jsonl")
+    assert env.DEVOPS_RL_STARTUP_FILE == str(run / "verl" / "startup.jsonl")
+    mine = _compose("ci-fast", ["trainer.default_local_dir=ckpts"], run_path=Path("runs") / "r1")
+    assert mine.trainer.default_local_dir == str(tmp_path / "ckpts")
+    # The reward is imported by module name (verl's own loader), not from a path on the driver's disk.
+    reward = composed.reward.custom_reward_function
+    assert load_extern_object(reward.path, reward.name) is compute_score
+
+
+def test_grad_clip_reaches_the_key_verl_reads():
+    """verl 0.9.1's FSDP engine clips with actor.optim.clip_grad; actor.grad_clip is only kept in its YAML."""
+    from verl.utils.config import omega_conf_to_dataclass
+
+    composed = _compose("ci-fast", ["actor_rollout_ref.actor.grad_clip=0.25"])
+    actor = omega_conf_to_dataclass(composed.actor_rollout_ref.actor)  # what verl's actor worker builds
+    assert actor.optim.clip_grad == 0.25
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["data.truncation=right"], "data.truncation: right: verl 0.9.1's agent loop always cuts long prompts from the left"),
+    (["data.truncation=middle"], "data.truncation: middle: "),
+    (["algorithm.filter_groups.enable=true", "algorithm.filter_groups.max_num_gen_batches=3"],
+     "algorithm.filter_groups.max_num_gen_batches: 3: verl 0.9.1's trainer ignores it; set it to 0 and bound "
+     "generation with verl_overrides.algorithm.filter_groups.max_inflight_gen_batches"),
+])
+def test_settings_verl_would_ignore_are_refused_in_one_line(overrides, message):
+    from core.errors import UserError
+
+    with pytest.raises(UserError) as info:
+        _compose("ci-fast", overrides)
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def test_without_flash_attn_verl_loads_the_actor_with_sdpa():
+    """verl's default attention is flash_attention_2, which needs the flash-attn package (not in the gpu extra)."""
+    from omegaconf import OmegaConf
+    from transformers import AutoModelForCausalLM
+    from verl.utils.config import omega_conf_to_dataclass
+
+    if importlib.util.find_spec("flash_attn") is not None:
+        pytest.skip("flash-attn is installed here")
+    composed = _ci_fast()
+    section = composed.actor_rollout_ref
+    assert section.model.override_config.attn_implementation == "sdpa"
+    assert not section.model.use_remove_padding and not section.actor.use_remove_padding
+    # verl's actor worker builds its model config from this section and loads the weights with it.
+    model_config = omega_conf_to_dataclass(section.model)
+    model = AutoModelForCausalLM.from_pretrained(model_config.local_path, config=model_config.hf_config)
+    assert model.config._attn_implementation == "sdpa"
+    unset = {**OmegaConf.to_container(section.model), "override_config": {}}  # verl's own default
+    verl_default = omega_conf_to_dataclass(OmegaConf.create(unset), dataclass_type=type(model_config))
+    with pytest.raises(ImportError, match="FlashAttention2"):
+        AutoModelForCausalLM.from_pretrained(verl_default.local_path, config=verl_default.hf_config)
+
+
+def test_with_flash_attn_installed_verl_keeps_its_padding_free_path(monkeypatch):
+    from core.training.verl_backend import detect
+
+    monkeypatch.setattr(detect, "_installed", lambda module: True)
+    section = _compose("ci-fast").actor_rollout_ref
+    assert section.model.override_config.attn_implementation == "flash_attention_2"
+    assert section.model.use_remove_padding and section.actor.use_remove_padding
 
 
 def test_a_fresh_run_never_resumes_someone_elses_checkpoints():
@@ -176,6 +256,48 @@ def test_parquet_export_loads_with_verls_own_dataset_and_the_tiny_tokenizer(tmp_
         assert text.endswith("<|im_start|>assistant\n") and expected[0].desc in text
     train_ids = {t.id for t in train_tasks}
     assert not train_ids & {t.id for t in val_tasks}
+
+
+def _tiny_tokenizer():
+    from transformers import AutoTokenizer
+
+    from core.training.tiny_model import ensure_tiny_model
+
+    return AutoTokenizer.from_pretrained(ensure_tiny_model())
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_no_preset_cuts_a_prompt(preset):
+    """Every task's prompt (system prompt + task, chat template) fits data.max_prompt_length whole: a cut
+    prompt loses its system prompt first (verl cuts from the left)."""
+    from core.training.config import load_config
+    from core.training.verl_backend.data import prompt_token_lengths, split_rows
+
+    cfg = load_config(preset)
+    rows = [row for split in split_rows(cfg).values() for row in split]
+    tokenizer = _tiny_tokenizer()
+    if cfg.actor_rollout_ref.model.path == "builtin:tiny":  # the preset's own tokenizer: measured exactly
+        longest = max(prompt_token_lengths(rows, tokenizer))
+    else:  # a byte-level BPE (Qwen's) never makes more tokens than the text has bytes
+        longest = max(len(tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True,
+                                                        tokenize=False).encode("utf-8")) for row in rows)
+    assert longest <= cfg.data.max_prompt_length, f"{preset}: a {longest}-token prompt is cut"
+
+
+def test_truncation_error_stops_a_run_whose_longest_prompt_does_not_fit():
+    from core.errors import UserError
+    from core.training.config import load_config
+    from core.training.verl_backend.data import check_prompt_fit, prompt_token_lengths, split_rows
+
+    cfg = load_config("ci-fast", overrides=["data.truncation=error"])
+    rows = [row for split in split_rows(cfg).values() for row in split]
+    longest = max(prompt_token_lengths(rows, _tiny_tokenizer()))
+    check_prompt_fit(load_config("ci-fast", overrides=["data.truncation=error", f"data.max_prompt_length={longest}"]))
+    too_short = load_config("ci-fast", overrides=["data.truncation=error", f"data.max_prompt_length={longest - 1}"])
+    with pytest.raises(UserError, match=rf"data.max_prompt_length: {longest - 1}: task '.+' has a {longest}-token "
+                                        rf"prompt .* raise data.max_prompt_length to {longest} or more"):
+        check_prompt_fit(too_short)
+    check_prompt_fit(load_config("ci-fast", overrides=["data.max_prompt_length=8"]))  # truncation: left, verl's way
 
 
 def test_no_validation_tasks_is_a_clear_error(tmp_path):
@@ -265,29 +387,37 @@ def test_verls_own_reward_manager_runs_the_adapter_from_the_composed_config():
     assert set(out["reward_extra_info"]) == {"score", *DIMENSIONS, *PENALTIES}
 
 
-# ---- per-dimension metrics extension ---------------------------------------------------------------
+# ---- per-dimension metrics: the trainer subclass and the TaskRunner that swaps it in --------------------
 
 
-def test_extension_registers_devops_trainer_modes_over_verls_own():
-    from verl.trainer.ppo.v1 import get_trainer_cls
-    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+def test_every_verl_trainer_mode_gets_the_reward_dimension_subclass_and_verls_registry_is_untouched():
+    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY
 
-    from core.training.verl_backend.extension import RewardDimensionMetrics, register
+    from core.training.verl_backend.extension import RewardDimensionMetrics, with_reward_dimensions
 
-    register()
-    register()  # idempotent
-    cls = get_trainer_cls("devops_sync")
-    assert issubclass(cls, PPOTrainerSync) and issubclass(cls, RewardDimensionMetrics)
-    assert cls._compute_metrics is RewardDimensionMetrics._compute_metrics
+    before = dict(TRAINER_REGISTRY)
+    assert {"sync", "colocate_async"} <= set(before)
+    for mode, verl_cls in before.items():
+        ours = with_reward_dimensions(verl_cls)
+        assert issubclass(ours, verl_cls) and ours._compute_metrics is RewardDimensionMetrics._compute_metrics
+        assert ours.init is RewardDimensionMetrics.init  # start-up notes around verl's own init()
+        assert with_reward_dimensions(verl_cls) is ours
+    assert TRAINER_REGISTRY == before  # nothing registered: verl's mode names keep meaning verl's trainers
 
 
-def test_extension_loads_through_verls_external_module_hook_in_a_fresh_process():
-    code = ("import verl\nfrom verl.trainer.ppo.v1 import get_trainer_cls\n"
-            "print(get_trainer_cls('devops_sync').__mro__[1].__name__)")
-    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": "core.training.verl_backend.extension", "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, cwd=REPO, env=env)
+def test_the_task_runner_run_ppo_starts_is_verls_own_with_a_run_that_swaps_the_trainer():
+    """Loaded in a fresh process as the launcher's child loads it (verl's module-level Ray actor pattern)."""
+    code = ("from core.training.verl_backend.runner import RemoteTaskRunner, DevopsTaskRunner\n"
+            "from verl.trainer.main_ppo import TaskRunnerV1\n"
+            "verl_cls = TaskRunnerV1.__ray_metadata__.modified_class.__ray_actor_class__\n"
+            "plain = RemoteTaskRunner.__ray_metadata__.modified_class.__ray_actor_class__\n"
+            "print(plain is DevopsTaskRunner, issubclass(plain, verl_cls), plain.run is not verl_cls.run,\n"
+            "      plain.init_agent_loop_manager is verl_cls.init_agent_loop_manager)")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("VERL_USE_EXTERNAL_MODULES", None)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip().splitlines()[-1] == "RewardDimensionMetrics"
+    assert result.stdout.strip().splitlines()[-1] == "True True True True"
 
 
 def test_reward_metrics_average_each_dimension_over_real_samples_and_skip_padding():

@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 
 FIXTURE = Path(__file__).with_name("fixtures") / "verl" / "metrics.jsonl"
+# verl holds 12 CPUs in Ray for ci-fast on one GPU; this box may have 2: Ray counts logical CPUs.
+RAY_CPUS = "verl_overrides.ray_kwargs.ray_init.num_cpus=16"
 
 
-def _run_dir(tmp_path, preset="ci-fast", overrides=()):
-    from core.runs import RunDirectory
+def _run_dir(tmp_path, preset="ci-fast", overrides=(RAY_CPUS,)):
     from core.training.config import load_config
+    from core.runs import RunDirectory
 
     cfg = load_config(preset, overrides=list(overrides))
     return cfg, RunDirectory.create(tmp_path / "runs", mode="ci-fast", backend="verl", config=cfg)
@@ -48,7 +50,28 @@ def test_verl_available_says_in_one_line_what_is_missing(monkeypatch):
     assert not ok and why.startswith("verl is not installed")
     monkeypatch.setattr(detect, "_installed", lambda module: True)
     ok, why = detect.verl_available()
-    assert ok and why.startswith("2 CUDA GPUs, verl ")
+    assert ok and why.startswith("2 CUDA GPUs, verl ") and why.endswith("attention: flash-attn ?")
+    monkeypatch.setattr(detect, "_installed", lambda module: module != "flash_attn")
+    ok, why = detect.verl_available()
+    assert ok and why.endswith("attention: sdpa with use_remove_padding=false (flash-attn is not installed)")
+
+
+def test_a_ray_cluster_address_needs_no_gpu_or_vllm_on_the_driver(monkeypatch):
+    """docs/gpu.md: the GPUs (and vLLM) may all be on the cluster's other nodes."""
+    from core.training.config import load_config
+    from core.training.train import choose_backend
+    from core.training.verl_backend import detect
+
+    monkeypatch.setattr(detect, "cuda_gpu_count", lambda: 0)
+    monkeypatch.setattr(detect, "_installed", lambda module: module != "vllm")
+    with socket.socket() as head:  # something answering where the Ray head would be
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        address = f"127.0.0.1:{head.getsockname()[1]}"
+        assert choose_backend("verl", address) == ("verl", f"backend: verl (verl 0.9.1 on the Ray cluster at {address})")
+        assert choose_backend("auto", address)[0] == "verl"
+        detect.check_launch(load_config("ci-fast"), ray_address=address)
+    assert choose_backend("auto")[0] == "torch"  # without the cluster, nothing here can run verl
 
 
 def test_cuda_visible_devices_limits_the_gpu_count(monkeypatch):
@@ -117,6 +140,37 @@ def test_launch_checks_name_the_fix(monkeypatch):
     monkeypatch.setattr(detect, "_installed", lambda module: module != "transfer_queue")
     with pytest.raises(UserError, match=r"needs TransferQueue.*devops-rl\[verl\]"):
         detect.check_launch(load_config("default"))
+
+
+def test_verl_needs_a_cpu_count_it_holds_in_ray():
+    from core.training.verl_backend.compose import compose_verl_config
+    from core.training.config import load_config
+    from core.training.verl_backend.detect import cpus_needed
+
+    assert cpus_needed(compose_verl_config(load_config("ci-fast"))) == (
+        12, "TransferQueue 1 + 8 storage units, 3 per GPU x 1 GPU")
+    two_nodes = load_config("default", overrides=["trainer.nnodes=2", "trainer.n_gpus_per_node=8", "data.train_batch_size=64",
+                                                  "actor_rollout_ref.actor.ppo_mini_batch_size=64",
+                                                  "verl_overrides.transfer_queue.backend.SimpleStorage.num_data_storage_units=4"])
+    assert cpus_needed(compose_verl_config(two_nodes))[0] == 1 + 4 + 3 * 16
+
+
+def test_too_few_cpus_for_ray_fail_before_the_run_folder_changes(tmp_path, monkeypatch):
+    """verl waits silently, forever, for CPUs Ray does not have; say so before starting anything."""
+    from core.errors import UserError
+    from core.training.verl_backend import detect
+    from core.training.verl_backend.launch import run_verl_training
+
+    monkeypatch.setattr(detect, "check_launch", lambda cfg, ray_address=None: None)
+    cfg, run = _run_dir(tmp_path, overrides=["verl_overrides.ray_kwargs.ray_init.num_cpus=6"])
+    with pytest.raises(UserError) as info:
+        run_verl_training(cfg, mode="ci-fast", run_dir=run)
+    assert str(info.value) == (
+        "this machine has 6 CPUs for Ray but verl needs 12 (TransferQueue 1 + 8 storage units, 3 per GPU x 1 GPU); "
+        "set verl_overrides.transfer_queue.backend.SimpleStorage.num_data_storage_units=2 (fewer TransferQueue units), "
+        "give Ray more (verl_overrides.ray_kwargs.ray_init.num_cpus=12 counts logical CPUs), or use fewer GPUs")
+    assert run.meta()["status"] == "failed"
+    assert not (run.path / "data").exists() and not (run.path / "verl").exists()
 
 
 def test_run_on_a_machine_without_gpu_fails_in_one_line_and_marks_the_run(tmp_path, monkeypatch):
@@ -248,7 +302,13 @@ def test_rollout_dumps_become_scored_samples(tmp_path):
     pump = MetricsPump(run, run.path / "verl", samples_per_step=4)
     pump.poll()
     pump.poll()  # seen once: never logged twice
-    logged = read_jsonl(run.samples_path)
+    fresh = rollouts / "4.jsonl"
+    fresh.write_text(json.dumps({**rows[0], "step": 4}) + "\n")
+    pump.poll()  # verl's writer may still be on it
+    assert [entry["step"] for entry in read_jsonl(run.samples_path)] == [3]
+    pump.poll(final=True)  # verl has exited: it is complete
+    assert [entry["step"] for entry in read_jsonl(run.samples_path)] == [3, 4]
+    logged = read_jsonl(run.samples_path)[:1]
     assert len(logged) == 1 and logged[0]["step"] == 3
     samples = logged[0]["samples"]
     assert len(samples) == 4 and samples[0]["task_id"] == task.id
@@ -272,19 +332,111 @@ def test_exit_codes_map_to_the_run_status(tmp_path, code, stopped_by, status):
 
 
 def test_a_failed_verl_run_reports_its_reason_in_one_line(tmp_path):
-    from core.errors import UserError
+    from core.training.actor import TrainingFailed
     from core.training.verl_backend.launch import EXIT_RAY, _finish, _write_exit
 
     _, run = _run_dir(tmp_path)
     verl_dir = run.path / "verl"
     verl_dir.mkdir()
     _write_exit(verl_dir, "failed", "RuntimeError: CUDA out of memory")
-    with pytest.raises(UserError, match="verl training failed: RuntimeError: CUDA out of memory"):
+    with pytest.raises(TrainingFailed, match="verl training failed: RuntimeError: CUDA out of memory") as info:
         _finish(run, verl_dir, 1, None, 7)
+    assert info.value.exit_code == 1  # "the run failed", as on the torch backend
     assert run.meta()["status"] == "failed" and _events(run)[-1]["exit_code"] == 1
     _write_exit(verl_dir, "failed", "ConnectionError: could not connect to GCS")
-    with pytest.raises(UserError, match="Ray could not start: ConnectionError"):
+    with pytest.raises(TrainingFailed, match="Ray could not start: ConnectionError"):
         _finish(run, verl_dir, EXIT_RAY, None, None)
+
+
+def _ray_task_error(cause: BaseException, function: str, pid: int):
+    """A Ray task error as `ray.get` raises it: Ray's own class, header in Ray's colours, cause attached."""
+    from ray.exceptions import RayTaskError
+
+    trace = f"Traceback (most recent call last):\n  File \"x.py\", line 1, in {function}\n{type(cause).__name__}: {cause}"
+    return RayTaskError(function, trace, cause, proctitle=f"ray::{function}", pid=pid, ip="10.0.0.7").as_instanceof_cause()
+
+
+def test_the_failure_recorded_is_the_error_inside_rays_wrappers():
+    """TaskRunner.run wraps the worker's error, which wraps the real one; Ray's str() starts with a coloured header."""
+    from core.errors import UserError
+    from core.training.verl_backend.launch import error_line
+
+    real = RuntimeError("Distributed package doesn't have NCCL built in\nmore detail")
+    worker = _ray_task_error(real, "WorkerDict.actor_rollout_init_model", 11930)
+    runner = _ray_task_error(worker, "TaskRunnerV1.run", 11585)
+    assert str(runner).startswith("\x1b[36mray::TaskRunnerV1.run()")
+    assert error_line(runner) == "RuntimeError: Distributed package doesn't have NCCL built in"
+    assert error_line(_ray_task_error(UserError("the Ray cluster has 8 CPUs"), "run", 1)) == "the Ray cluster has 8 CPUs"
+    assert error_line(KeyError("x")) == "KeyError: 'x'"
+
+
+def test_the_log_fallback_drops_rays_colour_codes(tmp_path):
+    from core.training.verl_backend.launch import _last_error_line
+
+    log = tmp_path / "train.log"
+    log.write_text("\x1b[36m(TaskRunnerV1 pid=1)\x1b[0m ValueError: bad batch\n\x1b[36m(pid=2)\x1b[0m done\n")
+    assert _last_error_line(log) == "(TaskRunnerV1 pid=1) ValueError: bad batch"
+
+
+def test_the_startup_watchdog_follows_the_stages_verl_notes(tmp_path):
+    from core.runs import append_jsonl
+    from core.training.verl_backend.launch import STARTUP_NAME, StartupWatchdog
+
+    watchdog = StartupWatchdog(tmp_path, {"launched": 0.0, "runner": 3600.0, "trainer": 0.0})
+    assert "after stage 'launched': verl's TaskRunner never started in Ray" in watchdog.poll()
+    append_jsonl(tmp_path / STARTUP_NAME, {"stage": "runner"})
+    assert watchdog.poll() is None  # a new stage: its own limit, counted from now
+    append_jsonl(tmp_path / STARTUP_NAME, {"stage": "trainer"})
+    assert "after stage 'trainer': verl's workers never came up" in watchdog.poll()
+    append_jsonl(tmp_path / STARTUP_NAME, {"stage": "ready"})
+    assert watchdog.poll() is None and watchdog.done  # training has started: nothing more to watch
+    assert StartupWatchdog(tmp_path, {"launched": 0.0}).poll(stepped=True) is None
+
+
+def test_the_startup_limit_comes_from_the_environment_or_is_refused_in_one_line(monkeypatch):
+    from core.errors import UserError
+    from core.training.verl_backend.launch import STARTUP_STAGES, startup_limits
+
+    monkeypatch.delenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", raising=False)
+    assert startup_limits() == {stage: limit for stage, (limit, _) in STARTUP_STAGES.items()}
+    monkeypatch.setenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", "90")
+    assert set(startup_limits().values()) == {90.0}
+    for bad in ("soon", "0", "-5"):
+        monkeypatch.setenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", bad)
+        with pytest.raises(UserError, match=f"DEVOPS_RL_VERL_STARTUP_TIMEOUT_S: '{bad}': must be a number of seconds"):
+            startup_limits()
+
+
+def test_resume_with_resume_mode_disable_is_refused_before_anything_changes(tmp_path, monkeypatch):
+    """verl would start over from step 1 while the run folder kept the metrics up to its checkpoint."""
+    from core.errors import UserError
+    from core.runs import read_jsonl
+    from core.training.verl_backend import detect, launch
+
+    monkeypatch.setattr(detect, "check_launch", lambda cfg, ray_address=None: None)
+    cfg, run = _run_dir(tmp_path, overrides=[RAY_CPUS, "trainer.resume_mode=disable"])
+    for step in range(1, 6):
+        run.log_metrics(step, {"critic/score/mean": step / 10})
+    (run.checkpoints_dir / launch.LATEST_CHECKPOINT).write_text("3")
+    with pytest.raises(UserError, match=r"--resume: trainer.resume_mode is 'disable' .* --set trainer.resume_mode=auto"):
+        launch.prepare(cfg, run_dir=run, resume=True, ray_address=None)
+    assert [r["step"] for r in read_jsonl(run.metrics_path)] == [1, 2, 3, 4, 5]
+    assert not (run.path / "verl").exists()
+
+
+def test_resume_from_a_named_checkpoint_keeps_metrics_up_to_its_step(tmp_path, monkeypatch):
+    from core.runs import read_jsonl
+    from core.training.verl_backend import detect, launch
+
+    monkeypatch.setattr(detect, "check_launch", lambda cfg, ray_address=None: None)
+    chosen = tmp_path / "elsewhere" / "global_step_2"
+    cfg, run = _run_dir(tmp_path, overrides=[RAY_CPUS, "trainer.resume_mode=resume_path",
+                                             f"verl_overrides.trainer.resume_from_path={chosen}"])
+    for step in range(1, 6):
+        run.log_metrics(step, {"critic/score/mean": step / 10})
+    (run.checkpoints_dir / launch.LATEST_CHECKPOINT).write_text("4")
+    launch.prepare(cfg, run_dir=run, resume=True, ray_address=None)
+    assert [r["step"] for r in read_jsonl(run.metrics_path)] == [1, 2]
 
 
 def test_resume_keeps_metrics_up_to_verls_last_checkpoint(tmp_path, monkeypatch):
@@ -319,7 +471,9 @@ CHILD = r"""
 import json, os, signal, sys, time
 from pathlib import Path
 run, behaviour = Path(sys.argv[1]), sys.argv[2]
-assert os.environ["VERL_USE_EXTERNAL_MODULES"].endswith("core.training.verl_backend.extension")
+assert "VERL_USE_EXTERNAL_MODULES" not in os.environ
+if behaviour == "hang":  # stuck before verl's TaskRunner starts, as when Ray has no CPU left for it
+    time.sleep(600)
 out = open(os.environ["VERL_FILE_LOGGER_PATH"], "wb", buffering=0)
 def stopped(signum, frame):
     (run / "verl" / "exit.json").write_text(json.dumps({"status": "stopped", "signal": signum}))
@@ -332,7 +486,9 @@ for step in (1, 2):
 print("child: two steps done", flush=True)
 if behaviour == "crash":
     raise RuntimeError("CUDA error: an illegal memory access was encountered")
-if behaviour == "finish":
+if behaviour == "finish":  # verl's last rollout dump lands just before it exits
+    (run / "verl" / "rollouts").mkdir(parents=True, exist_ok=True)
+    (run / "verl" / "rollouts" / "2.jsonl").write_text(json.dumps({"input": "p", "output": "o", "score": 0.5}) + "\n")
     sys.exit(0)
 time.sleep(120)
 """
@@ -370,7 +526,9 @@ def test_ctrl_c_stops_the_child_in_order_and_marks_the_run_stopped(tmp_path, mon
     assert launch.run_verl_training(cfg, mode="ci-fast", run_dir=run, progress=progress.append,
                                     poll_interval=0.05) is run
     meta = run.meta()
-    assert meta["status"] == "stopped" and "SIGINT" in meta["message"]
+    assert meta["status"] == "stopped" and meta["message"] == (
+        "stopped by SIGINT at step 2; verl saves no checkpoint on stop: --resume continues from step 2, its last "
+        "checkpoint (trainer.save_freq)")
     assert json.loads((run.path / "verl" / "exit.json").read_text())["signal"] == signal.SIGINT  # the child got it
     events = [e["event"] for e in _events(run)]
     assert events[0] == "started" and "checkpoint" in events and events[-1] == "stopped"
@@ -389,6 +547,38 @@ def test_a_crashing_child_fails_the_run_with_its_error_line(tmp_path, monkeypatc
     assert [e["event"] for e in _events(run)][-1] == "failed"
 
 
+def test_a_failed_verl_run_exits_1_like_a_failed_torch_run(tmp_path, monkeypatch, capsys):
+    """One exit code for "the run failed" (2 is bad input: nothing was trained)."""
+    from core.cli.main import main
+    from core.training.actor import TrainingFailed
+    from core.training.verl_backend import detect
+
+    _, _, launch = _launch_with_child(tmp_path, monkeypatch, "crash")
+    monkeypatch.setattr(detect, "cuda_gpu_count", lambda: 1)
+    monkeypatch.setattr(detect, "_installed", lambda module: True)
+    code = main(["train", "--backend", "verl", "--mode", "ci-fast", "--run-dir", str(tmp_path / "runs" / "cli"),
+                 "--set", RAY_CPUS])
+    assert code == 1 == TrainingFailed.exit_code
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert errors == [f"error: verl training failed: RuntimeError: CUDA error: an illegal memory access was encountered "
+                      f"(full log: {tmp_path / 'runs' / 'cli' / 'train.log'})"]
+
+
+def test_a_start_that_stalls_fails_the_run_and_stops_verl(tmp_path, monkeypatch):
+    from core.errors import UserError
+    from core.runs import pid_alive
+
+    monkeypatch.setenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", "3")
+    cfg, run, launch = _launch_with_child(tmp_path, monkeypatch, "hang")
+    with pytest.raises(UserError, match=r"verl training failed: verl made no start-up progress for \d+ s after stage "
+                                        r"'launched': verl's TaskRunner never started in Ray") as info:
+        launch.run_verl_training(cfg, mode="ci-fast", run_dir=run, poll_interval=0.05)
+    assert info.value.exit_code == 1
+    meta = run.meta()
+    assert meta["status"] == "failed" and meta["message"].startswith("verl made no start-up progress")
+    assert not pid_alive(meta["child_pid"])
+
+
 def test_a_finished_child_finishes_the_run_with_every_step_copied(tmp_path, monkeypatch):
     from core.runs import read_jsonl
 
@@ -396,4 +586,5 @@ def test_a_finished_child_finishes_the_run_with_every_step_copied(tmp_path, monk
     launch.run_verl_training(cfg, mode="ci-fast", run_dir=run, poll_interval=0.05)
     assert run.meta()["status"] == "finished"
     assert [r["step"] for r in read_jsonl(run.metrics_path)] == [1, 2]
+    assert [entry["step"] for entry in read_jsonl(run.samples_path)] == [2]  # the dump written as verl exited
     assert all("host/memory_used_gb" in r["data"] for r in read_jsonl(run.metrics_path))  # driver's figures

@@ -19,8 +19,10 @@ TRAIN_HELP = """Train the agent with GRPO (native torch or verl) into a run fold
 
 Modes: train (the default preset), ci-fast (the built-in tiny model on a CPU in minutes), single-gpu,
 test (a seconds-long self-check: dataset, reward, config and one tiny step).
-Exit codes: 0 finished, 130 stopped by Ctrl-C/SIGTERM (a checkpoint is saved; continue with --resume),
-1 the run failed (NaN/inf), 2 bad input."""
+Exit codes: 0 finished; 130 stopped by Ctrl-C/SIGTERM (continue with --resume: torch saves a checkpoint
+on stop, verl continues from its last periodic one, trainer.save_freq); 1 the run failed, on either
+backend (NaN/inf, a verl error, a verl start-up that stalled: the run's status says why, train.log how);
+2 bad input, or a machine that cannot run it (nothing was trained)."""
 
 
 def _open_run_dir(run_dir: Path | None, resume: bool, mode: str):
@@ -72,7 +74,7 @@ def train(
     problems = validate(cfg)
     if problems:
         raise UserError(problems[0] + (f" (and {len(problems) - 1} more; run 'devops-rl config validate')" if len(problems) > 1 else ""))
-    chosen, why = choose_backend(cfg.devops.backend)
+    chosen, why = choose_backend(cfg.devops.backend, ray_address)
     log.info(why)
     check_ray_address(chosen, ray_address)
     if chosen == "torch":  # a missing model is a one-line error before any run folder is made

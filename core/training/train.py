@@ -75,15 +75,15 @@ def config_for_mode(
     return load_config(MODE_PRESETS[mode], config_file=config_file, overrides=extra)
 
 
-def choose_backend(requested: str) -> tuple[str, str]:
-    """('torch' | 'verl', one line saying why)."""
+def choose_backend(requested: str, ray_address: str | None = None) -> tuple[str, str]:
+    """('torch' | 'verl', one line saying why). With a Ray cluster's address, verl needs no GPU here."""
     if requested not in BACKENDS:
         raise UserError(f"devops.backend: unknown backend {requested!r}; one of {', '.join(BACKENDS)}")
     if requested == "torch":
         return "torch", "backend: torch (as configured)"
     from core.training.verl_backend.detect import verl_available
 
-    ok, why = verl_available()
+    ok, why = verl_available(ray_address)
     if requested == "verl":
         if not ok:
             raise UserError(f"--backend verl: {why}; use --backend torch (or auto)")
@@ -113,7 +113,7 @@ def run_training(
     from core.log import use_log_file
 
     use_log_file(run_dir.path / "train.log")
-    backend = run_dir.meta().get("backend") or choose_backend(cfg.devops.backend)[0]
+    backend = run_dir.meta().get("backend") or choose_backend(cfg.devops.backend, ray_address)[0]
     if backend == "verl":
         from core.training.verl_backend.launch import run_verl_training
 

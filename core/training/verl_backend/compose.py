@@ -18,13 +18,17 @@ from core.errors import UserError
 
 log = logging.getLogger(__name__)
 
-REWARD_FN_FILE = Path(__file__).with_name("reward_fn.py")
+# verl imports the reward by module name in every reward worker, on whichever node Ray puts it.
+REWARD_FN_PATH = "pkg://core.training.verl_backend.reward_fn"
 REWARD_FN_NAME = "compute_score"
-EXTENSION_MODULE = "core.training.verl_backend.extension"
-# The v1 trainer mode our extension registers (sync GRPO + per-dimension reward metrics per step).
-TRAINER_MODE_PREFIX = "devops_"
 # Where the run folder is not known yet (printing with `config verl`), paths point here.
 RUN_PLACEHOLDER = "<run_dir>"
+# The file verl's TaskRunner and trainer note their start-up stages in (read by the launcher's watchdog).
+STARTUP_FILE_ENV = "DEVOPS_RL_STARTUP_FILE"
+# Our keys that verl 0.9.1 reads under another name (it keeps the old key in its YAML but ignores it).
+VERL_READS = {"actor_rollout_ref.actor.grad_clip": "actor_rollout_ref.actor.optim.clip_grad"}
+# verl's agent loop always cuts an overlong prompt from the left (`data.truncation` is not read).
+VERL_TRUNCATIONS = ("left", "error")
 
 
 def verl_config_dir() -> Path:
@@ -38,31 +42,44 @@ def verl_config_dir() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "trainer" / "config"
 
 
-def external_modules() -> str:
-    """`VERL_USE_EXTERNAL_MODULES` for verl's processes: the user's own modules (if any) and our extension."""
-    import os
-
-    modules = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
-    return ",".join([*modules, EXTENSION_MODULE] if EXTENSION_MODULE not in modules else modules)
-
-
 def run_paths(run_path: Path | str | None) -> dict[str, str]:
-    """The files inside a run folder that verl reads or writes (placeholders when there is no run yet)."""
-    base = Path(run_path) if run_path is not None else Path(RUN_PLACEHOLDER)
+    """The files inside a run folder that verl reads or writes (placeholders when there is no run yet).
+
+    Absolute: verl's workers run wherever Ray puts them, with their own working directory.
+    """
+    base = Path(run_path).absolute() if run_path is not None else Path(RUN_PLACEHOLDER)
     return {
         "train_files": str(base / "data" / "train.parquet"),
         "val_files": str(base / "data" / "val.parquet"),
         "checkpoints": str(base / "checkpoints"),
         "rollouts": str(base / "verl" / "rollouts"),
+        "metrics": str(base / "verl" / "metrics.jsonl"),
+        "startup": str(base / "verl" / "startup.jsonl"),
     }
 
 
 def _our_settings(cfg) -> dict[str, Any]:
-    """Our config as dotted verl keys (every section verl shares with us; `devops` is ours alone)."""
+    """Our config as dotted verl keys (every section verl shares with us; `devops` is ours alone), each
+    also under the name verl actually reads where that differs."""
     from core.training.config import VERL_OVERRIDES
 
     flat = cfg.flat()
-    return {k: v for k, v in flat.items() if not k.startswith(("devops.", VERL_OVERRIDES + "."))}
+    settings = {k: v for k, v in flat.items() if not k.startswith(("devops.", VERL_OVERRIDES + "."))}
+    settings.update({VERL_READS[k]: v for k, v in settings.items() if k in VERL_READS})
+    return settings
+
+
+def check_for_verl(cfg) -> None:
+    """UserError for settings verl 0.9.1 would silently ignore, naming what to set instead."""
+    truncation = cfg.data.truncation
+    if truncation not in VERL_TRUNCATIONS:
+        raise UserError(f"data.truncation: {truncation}: verl {_verl_version()}'s agent loop always cuts long prompts "
+                        "from the left; use left, or error (checked before the run starts)")
+    groups = cfg.algorithm.filter_groups
+    if groups.enable and groups.max_num_gen_batches:
+        raise UserError(f"algorithm.filter_groups.max_num_gen_batches: {groups.max_num_gen_batches}: verl "
+                        f"{_verl_version()}'s trainer ignores it; set it to 0 and bound generation with "
+                        "verl_overrides.algorithm.filter_groups.max_inflight_gen_batches")
 
 
 def _set(config, key: str, value: Any, *, source: str, free_form: bool = False) -> None:
@@ -123,6 +140,7 @@ def compose_verl_config(
 
     from core.training.config import VERL_OVERRIDES
 
+    check_for_verl(cfg)
     config_dir = verl_config_dir()
     with initialize_config_dir(config_dir=str(config_dir), version_base=None, job_name="devops-rl"):
         config = compose(config_name="ppo_trainer")
@@ -138,9 +156,6 @@ def compose_verl_config(
 
     for key, value in cfg.verl_overrides.items():  # the user's verl keys win over our fills
         _set(config, key, value, source=f"{VERL_OVERRIDES}.{key}")
-    mode = OmegaConf.select(config, "trainer.v1.trainer_mode", default="sync")
-    if not mode.startswith(TRAINER_MODE_PREFIX):  # verl's mode, plus our per-dimension reward metrics
-        _set(config, "trainer.v1.trainer_mode", TRAINER_MODE_PREFIX + mode, source="devops-rl")
 
     if validate:
         validate_with_verl(config)
@@ -150,6 +165,8 @@ def compose_verl_config(
 def _fill_project_keys(config, cfg, *, run_path, resume: bool, ray_address: str | None, resolve_model: bool) -> None:
     """Keys verl needs that follow from our config and the run folder rather than from verl's defaults."""
     from omegaconf import open_dict
+
+    from core.training.verl_backend.detect import attention_implementation
 
     paths = run_paths(run_path)
     devops = cfg.devops
@@ -173,10 +190,11 @@ def _fill_project_keys(config, cfg, *, run_path, resume: bool, ray_address: str 
         "data.prompt_key": "prompt",
         "data.reward_fn_key": "data_source",
         "data.seed": cfg.data.seed if cfg.data.seed is not None else devops.seed,
-        "reward.custom_reward_function.path": str(REWARD_FN_FILE),
+        "reward.custom_reward_function.path": REWARD_FN_PATH,
         "reward.custom_reward_function.name": REWARD_FN_NAME,
         "trainer.logger": loggers,
-        "trainer.default_local_dir": cfg.trainer.default_local_dir or paths["checkpoints"],
+        "trainer.default_local_dir": (str(Path(cfg.trainer.default_local_dir).absolute())
+                                      if cfg.trainer.default_local_dir else paths["checkpoints"]),
         "trainer.resume_mode": resume_mode,
         "trainer.max_actor_ckpt_to_keep": devops.keep_checkpoints or None,
         "trainer.rollout_data_dir": paths["rollouts"],
@@ -187,16 +205,20 @@ def _fill_project_keys(config, cfg, *, run_path, resume: bool, ray_address: str 
     if devops.n_runners > 1:  # `--n-runners N`: verl's agent-loop and reward workers (else verl's own default)
         fills["actor_rollout_ref.rollout.agent.num_workers"] = devops.n_runners
         fills["reward.num_workers"] = devops.n_runners
+    attention, _ = attention_implementation()
+    if attention != "flash_attention_2":  # verl's default would fail to load the actor without flash-attn
+        fills["actor_rollout_ref.model.use_remove_padding"] = False
     for key, value in fills.items():
         _set(config, key, value, source="devops-rl")
+    _set(config, "actor_rollout_ref.model.override_config.attn_implementation", attention, source="devops-rl",
+         free_form=True)
 
     ray_init = config.ray_kwargs.ray_init
     with open_dict(ray_init):
         env_vars = dict(ray_init.runtime_env.get("env_vars") or {})
-        # Every Ray worker imports our extension when it imports verl (verl's external-module hook),
-        # which registers the devops_* trainer modes in the TaskRunner that picks one.
-        env_vars["VERL_USE_EXTERNAL_MODULES"] = external_modules()
-        env_vars["VERL_FILE_LOGGER_PATH"] = str(Path(paths["rollouts"]).parent / "metrics.jsonl")
+        # Set in every Ray worker of the job, on any node: verl's file logger and our start-up notes.
+        env_vars["VERL_FILE_LOGGER_PATH"] = paths["metrics"]
+        env_vars[STARTUP_FILE_ENV] = paths["startup"]
         ray_init.runtime_env.env_vars = env_vars
         if ray_address:
             ray_init.address = ray_address

@@ -74,3 +74,31 @@ def export_parquet(cfg, out_dir: Path, tasks=None) -> dict[str, Path]:
         written[split] = path
         log.info("wrote %d %s rows to %s", len(rows), split, path)
     return written
+
+
+def prompt_token_lengths(rows: list[dict], tokenizer) -> list[int]:
+    """Each row's prompt in tokens as verl's agent loop builds it: the chat template with the generation prompt."""
+    return [len(tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True,
+                                              return_dict=False)) for row in rows]
+
+
+def check_prompt_fit(cfg) -> None:
+    """With `data.truncation: error`, UserError naming the longest prompt when it exceeds data.max_prompt_length
+    (verl's agent loop would cut it from the left, system prompt first, with a warning in the log)."""
+    if cfg.data.truncation != "error":
+        return
+    from transformers import AutoTokenizer
+
+    from core.training.tiny_model import resolve_model_path
+
+    model = cfg.actor_rollout_ref.model
+    source = resolve_model_path(model.path) if model.path.startswith("builtin:") else model.path  # a hub id: as verl
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=model.trust_remote_code)
+    rows = [row for split in split_rows(cfg).values() for row in split]
+    lengths = prompt_token_lengths(rows, tokenizer)
+    longest = max(range(len(rows)), key=lengths.__getitem__)
+    if lengths[longest] > cfg.data.max_prompt_length:
+        raise UserError(f"data.max_prompt_length: {cfg.data.max_prompt_length}: task "
+                        f"'{rows[longest]['extra_info']['task_id']}' has a {lengths[longest]}-token prompt (system "
+                        f"prompt + task) and data.truncation is error; raise data.max_prompt_length to "
+                        f"{lengths[longest]} or more, or set data.truncation=left")

@@ -1,6 +1,7 @@
 """Can verl run here? One-line answers for `--backend auto` and clear failures before anything starts.
 
 Checks use package metadata and NVML only (no verl, ray or torch import), so they cost milliseconds.
+`cpus_needed` also runs inside Ray (verl's TaskRunner) against the cluster's own CPU count.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ GPU_INSTALL = "pip install 'devops-rl[gpu]' on the GPU machine (verl + vLLM, see
 TRAINER_MODULES = {"transfer_queue": "TransferQueue", "cachetools": "cachetools", "fastapi": "fastapi",
                    "uvicorn": "uvicorn"}
 ROLLOUT_PACKAGES = {"vllm": "vllm", "sglang": "sglang"}
+# What verl 0.9.1 holds in Ray for good (other actors hold no CPU once placed): TransferQueue's controller
+# and each SimpleStorage unit are `num_cpus=1` actors; each GPU bundle of a resource pool holds verl's
+# ResourcePoolManager.max_colocate_count CPUs.
+TQ_CONTROLLER_CPUS = 1
+CPUS_PER_GPU = 3
+TQ_UNITS_KEY = "transfer_queue.backend.SimpleStorage.num_data_storage_units"
 
 
 def _installed(module: str) -> bool:
@@ -42,16 +49,71 @@ def cuda_gpu_count() -> int:
     return count
 
 
-def verl_available() -> tuple[bool, str]:
-    """(True, what was found) when verl can train here (verl, a CUDA GPU and vLLM), else (False, why)."""
+def attention_implementation() -> tuple[str, str]:
+    """(the `attn_implementation` verl's FSDP actor can load here, one line saying why).
+
+    verl loads the actor with flash_attention_2 unless told otherwise, and its padding-free path
+    (`use_remove_padding`) needs flash-attn's varlen kernels; without the package both must be off.
+    """
+    if _installed("flash_attn"):
+        return "flash_attention_2", f"attention: flash-attn {_version('flash-attn')}"
+    return "sdpa", "attention: sdpa with use_remove_padding=false (flash-attn is not installed)"
+
+
+def verl_available(ray_address: str | None = None) -> tuple[bool, str]:
+    """(True, what was found) when verl can train from here, else (False, why): verl, a CUDA GPU and vLLM
+    on this machine, or only verl when `ray_address` names a cluster whose nodes bring the GPUs."""
     if not _installed("verl"):
         return False, f"verl is not installed; {GPU_INSTALL}"
+    if ray_address:
+        return True, f"verl {_version('verl')} on the Ray cluster at {ray_address}"
     gpus = cuda_gpu_count()
     if gpus == 0:
         return False, "no CUDA GPU visible (NVML finds none); verl needs at least one"
     if not _installed("vllm"):
         return False, f"vLLM is not installed (verl's rollout engine); {GPU_INSTALL}"
-    return True, f"{gpus} CUDA GPU{'s' if gpus != 1 else ''}, verl {_version('verl')}, vLLM {_version('vllm')}"
+    return True, (f"{gpus} CUDA GPU{'s' if gpus != 1 else ''}, verl {_version('verl')}, vLLM {_version('vllm')}, "
+                  f"{attention_implementation()[1]}")
+
+
+def _tq_units(config) -> int:
+    """TransferQueue's SimpleStorage units, one Ray actor each (other storage backends are not counted)."""
+    tq = config.transfer_queue.backend
+    return int(tq.SimpleStorage.num_data_storage_units) if tq.storage_backend == "SimpleStorage" else 0
+
+
+def cpus_needed(config) -> tuple[int, str]:
+    """(CPUs verl holds in Ray for a composed verl config, where they go) for the error line."""
+    units = _tq_units(config)
+    gpus = config.trainer.n_gpus_per_node * config.trainer.nnodes
+    reward_model = config.reward.reward_model
+    if reward_model.enable and reward_model.enable_resource_pool:
+        gpus += reward_model.n_gpus_per_node * reward_model.nnodes
+    need = TQ_CONTROLLER_CPUS + units + CPUS_PER_GPU * gpus
+    return need, (f"TransferQueue {TQ_CONTROLLER_CPUS} + {units} storage units, {CPUS_PER_GPU} per GPU x {gpus} "
+                  f"GPU{'s' if gpus != 1 else ''}")
+
+
+def check_cpus(config, available: float, *, cluster: bool) -> None:
+    """UserError when Ray has fewer CPUs than verl holds (on this machine, or in the whole `cluster`):
+    verl would wait for them silently, forever."""
+    need, how = cpus_needed(config)
+    if available >= need:
+        return
+    units = _tq_units(config)
+    spare = int(available) - (need - units)
+    fewer = f"set verl_overrides.{TQ_UNITS_KEY}={spare} (fewer TransferQueue units), " if 1 <= spare < units else ""
+    more = ("start its nodes with more (ray start --num-cpus=N counts logical CPUs)" if cluster else
+            f"give Ray more (verl_overrides.ray_kwargs.ray_init.num_cpus={need} counts logical CPUs)")
+    raise UserError(f"{'the Ray cluster' if cluster else 'this machine'} has {available:g} CPUs for Ray but verl needs "
+                    f"{need} ({how}); {fewer}{more}, or use fewer GPUs")
+
+
+def local_ray_cpus(config) -> float:
+    """CPUs the Ray that verl starts on this machine will have: `ray_init.num_cpus`, else the CPU count Ray
+    starts from (it only lowers it for a container's CPU quota)."""
+    configured = config.ray_kwargs.ray_init.get("num_cpus")
+    return float(configured or os.cpu_count() or 1)
 
 
 def check_ray_address(address: str, timeout: float = 3.0) -> None:
@@ -104,7 +166,7 @@ def check_launch(cfg, *, ray_address: str | None = None) -> None:
         raise UserError(f"--backend verl: verl's trainer needs {', '.join(missing)}; "
                         f"pip install 'devops-rl[verl]' (or {GPU_INSTALL})")
     if ray_address:
-        check_ray_address(ray_address)  # the GPUs may all be on other nodes: the cluster checks them
+        check_ray_address(ray_address)  # GPUs and vLLM may all be on other nodes: the cluster checks them
     else:
         gpus = cuda_gpu_count()
         if gpus == 0:
@@ -117,9 +179,9 @@ def check_launch(cfg, *, ray_address: str | None = None) -> None:
         if wanted > gpus:
             raise UserError(f"trainer.n_gpus_per_node: {wanted}: only {gpus} GPU{'s' if gpus != 1 else ''} visible "
                             f"here; set trainer.n_gpus_per_node={gpus}")
-    rollout = cfg.actor_rollout_ref.rollout.name
-    package = ROLLOUT_PACKAGES.get(rollout)
-    if package and not _installed(package):
-        hint = GPU_INSTALL if package == "vllm" else "pip install sglang, or set actor_rollout_ref.rollout.name=vllm"
-        raise UserError(f"actor_rollout_ref.rollout.name: {rollout}: {package} is not installed; {hint}")
+        rollout = cfg.actor_rollout_ref.rollout.name
+        package = ROLLOUT_PACKAGES.get(rollout)
+        if package and not _installed(package):
+            hint = GPU_INSTALL if package == "vllm" else "pip install sglang, or set actor_rollout_ref.rollout.name=vllm"
+            raise UserError(f"actor_rollout_ref.rollout.name: {rollout}: {package} is not installed; {hint}")
     check_model_path(cfg.actor_rollout_ref.model.path)

@@ -1,18 +1,20 @@
-"""verl extension: trainer modes `devops_<mode>` that log `reward/<dimension>/mean` at every training step.
+"""verl extension: the trainer subclass that logs `reward/<dimension>/mean` at every training step, and the
+start-up notes the launcher's watchdog reads.
 
 verl 0.9 keeps each sample's reward breakdown (`reward_extra_info`) but puts it in metrics only at
-validation. Loaded in verl's processes through `VERL_USE_EXTERNAL_MODULES` (see docs/gpu.md); selected by
-`trainer.v1.trainer_mode=devops_sync`, which compose.py sets.
+validation. `runner.DevopsTaskRunner` swaps this subclass in for the trainer of verl's own mode.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
+import socket
+import time
 from collections.abc import Iterable, Sequence
 
 log = logging.getLogger(__name__)
-
-MODE_PREFIX = "devops_"
 
 
 def reward_metrics(extra_fields: Iterable, keep: Sequence[bool] | None = None) -> dict[str, float]:
@@ -32,8 +34,30 @@ def reward_metrics(extra_fields: Iterable, keep: Sequence[bool] | None = None) -
     return reward_means(breakdowns, DIMENSIONS, PENALTIES) if breakdowns else {}
 
 
+def startup_note(stage: str, **fields) -> None:
+    """Append a start-up stage to the run's `verl/startup.jsonl` (the path verl's processes get in
+    `DEVOPS_RL_STARTUP_FILE`); nothing outside a devops-rl run."""
+    from core.runs import append_jsonl
+    from core.training.verl_backend.compose import STARTUP_FILE_ENV
+
+    path = os.environ.get(STARTUP_FILE_ENV)
+    if not path:
+        return
+    try:
+        append_jsonl(path, {"time": time.time(), "stage": stage, "host": socket.gethostname(), "pid": os.getpid(),
+                            **fields})
+    except OSError as exc:  # the run folder is not shared with this node: the watchdog will say so
+        log.warning("could not write start-up note %s to %s: %s", stage, path, exc)
+
+
 class RewardDimensionMetrics:
-    """Mixin for a verl v1 PPOTrainer: after verl's own step metrics, add the per-dimension reward means."""
+    """Mixin for a verl v1 PPOTrainer: after verl's own step metrics, add the per-dimension reward means;
+    around verl's `init()` (workers, models, rollout servers), note the start-up stages."""
+
+    def init(self):
+        startup_note("trainer", trainer=type(self).__name__)
+        super().init()
+        startup_note("ready")
 
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
@@ -54,19 +78,7 @@ class RewardDimensionMetrics:
         return reward_metrics(extra.tolist() if hasattr(extra, "tolist") else list(extra), keep)
 
 
-def register() -> list[str]:
-    """Register `devops_<mode>` for every v1 trainer mode verl has (sync, colocate_async, ...); idempotent."""
-    import verl.trainer.ppo.v1  # noqa: F401  (importing it registers verl's own modes)
-    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, register_trainer
-
-    added = []
-    for name, cls in list(TRAINER_REGISTRY.items()):
-        if name.startswith(MODE_PREFIX) or (MODE_PREFIX + name) in TRAINER_REGISTRY:
-            continue
-        subclass = type(f"Devops{cls.__name__}", (RewardDimensionMetrics, cls), {"__module__": __name__})
-        register_trainer(MODE_PREFIX + name)(subclass)
-        added.append(MODE_PREFIX + name)
-    return added
-
-
-register()
+@functools.cache
+def with_reward_dimensions(trainer_cls: type) -> type:
+    """`trainer_cls` (any verl v1 trainer: sync, colocate_async, ...) with the per-dimension metrics."""
+    return type(f"Devops{trainer_cls.__name__}", (RewardDimensionMetrics, trainer_cls), {"__module__": __name__})

@@ -3,7 +3,8 @@
 The child (`python -m core.training.verl_backend.launch RUN_DIR`) calls verl's own `run_ppo` with the
 composed config, its output (Ray's and verl's logs) going to the run's train.log. The parent copies
 verl's file-logger lines into metrics.jsonl with NVML figures, turns checkpoints and validations into
-events, and maps Ctrl-C, exit codes and --resume onto the run folder's status like the native backend.
+events, and maps Ctrl-C, exit codes and --resume onto the run folder's status like the native backend;
+a watchdog fails a start-up that stalls (verl waits silently for Ray resources).
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,11 +27,26 @@ log = logging.getLogger(__name__)
 
 VERL_DIR = "verl"  # inside the run folder: composed config, verl's own metrics file, rollouts, exit note
 CONFIG_NAME, VERL_METRICS_NAME, EXIT_NAME = "config.yaml", "metrics.jsonl", "exit.json"
+STARTUP_NAME = "startup.jsonl"  # start-up stages noted by verl's TaskRunner and trainer (extension.startup_note)
 LATEST_CHECKPOINT = "latest_checkpointed_iteration.txt"
 VAL_SCORE_KEY = "val/score/mean"  # the native backend's validation key, so viewers need no verl special case
 EXIT_RAY = 3  # the child's exit code when Ray could not start
+RAY_TOKEN_HINT = ("the cluster wants its token; export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH "
+                  "(from 'ray get-auth-token' on its head; docs/gpu.md)")
 STOP_GRACE_S, TERM_GRACE_S = 60.0, 15.0
 ROLLOUT_SETTLE_S = 2.0  # a rollout dump untouched this long is complete
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # Ray colours its error headers and worker prefixes
+
+# The start-up watchdog: the longest wait for the next stage before the run fails. Each stage is one that
+# verl can wait in forever without a word (Ray resources that never free up); "ready" ends the watch.
+STARTUP_TIMEOUT_ENV = "DEVOPS_RL_VERL_STARTUP_TIMEOUT_S"  # one limit for every stage (seconds)
+STARTUP_STAGES = {
+    "launched": (600.0, "verl's TaskRunner never started in Ray: see train.log, and 'ray status' for a cluster "
+                        "that cannot place it"),
+    "runner": (600.0, "TransferQueue or the trainer never started: 'ray status' shows what Ray is waiting for"),
+    "trainer": (3600.0, "verl's workers never came up (each GPU worker waits for 3 CPUs + 1 GPU in Ray, then loads "
+                        "the model and starts vLLM): see 'ray status' and train.log"),
+}
 
 
 def validation_score(data: dict) -> float | None:
@@ -52,13 +70,10 @@ def child_command(run_path: Path) -> list[str]:
 
 
 def child_env(verl_dir: Path) -> dict[str, str]:
-    """The child's environment: our extension loaded by verl, verl's file logger in the run folder."""
-    from core.training.verl_backend.compose import external_modules
-
+    """The child's environment: verl's file logger in the run folder, every Ray worker's lines in train.log."""
     env = dict(os.environ)
     env.update({
-        "VERL_USE_EXTERNAL_MODULES": external_modules(),
-        "VERL_FILE_LOGGER_PATH": str(verl_dir / VERL_METRICS_NAME),
+        "VERL_FILE_LOGGER_PATH": str(verl_dir.absolute() / VERL_METRICS_NAME),
         "PYTHONUNBUFFERED": "1",
         "RAY_DEDUP_LOGS": "0",  # every worker's lines in train.log, not "repeated 7x"
     })
@@ -85,8 +100,9 @@ class MetricsPump:
         self._started = time.monotonic()
         self._first_step: int | None = None
 
-    def poll(self) -> int:
-        """Handle everything new; returns how many metric records were copied."""
+    def poll(self, *, final: bool = False) -> int:
+        """Handle everything new; returns how many metric records were copied. `final`: verl has exited,
+        so every rollout dump is complete, however recent."""
         copied = 0
         for record in self.tail.poll_records():
             step, data = record.get("step"), record.get("data")
@@ -106,7 +122,7 @@ class MetricsPump:
             if self.progress is not None:
                 self.progress(self._progress(step, data))
         self._poll_checkpoint()
-        self._poll_rollouts()
+        self._poll_rollouts(final)
         return copied
 
     def _progress(self, step: int, data: dict) -> dict:
@@ -125,7 +141,7 @@ class MetricsPump:
             self._checkpoint = step
             self.run_dir.event("checkpoint", step=step, path=str(self.run_dir.checkpoints_dir / f"global_step_{step}"))
 
-    def _poll_rollouts(self) -> None:
+    def _poll_rollouts(self, final: bool) -> None:
         """verl's `trainer.rollout_data_dir` dumps `<step>.jsonl` (input, output, score, gts) per step; a few
         per step become samples, re-scored here for their breakdown (the reward is cheap and deterministic)."""
         if self.samples_per_step <= 0 or not self.rollouts.is_dir():
@@ -139,7 +155,8 @@ class MetricsPump:
             except OSError:
                 continue
             key = (path.name, stat.st_mtime_ns)
-            if key in self._rollouts_seen or not path.stem.isdigit() or now - stat.st_mtime < ROLLOUT_SETTLE_S:
+            settling = not final and now - stat.st_mtime < ROLLOUT_SETTLE_S
+            if key in self._rollouts_seen or not path.stem.isdigit() or settling:
                 continue  # seen, not a step dump, or verl's writer thread may still be on it
             self._rollouts_seen.add(key)
             rows = read_jsonl(path)[: self.samples_per_step]
@@ -168,6 +185,63 @@ def rollout_sample(row: dict) -> dict:
     return sample
 
 
+class StartupWatchdog:
+    """Fails a verl start that stalls: verl waits silently for Ray resources that never come. Reads the
+    stages verl's TaskRunner and trainer note (runner -> trainer -> ready); ends at "ready" or the first step."""
+
+    def __init__(self, verl_dir: Path, limits: dict[str, float]) -> None:
+        from core.runs import FileTail
+
+        self.tail = FileTail(Path(verl_dir) / STARTUP_NAME)
+        self.limits = limits
+        self.stage, self.since, self.done = "launched", time.monotonic(), False
+
+    def poll(self, stepped: bool = False) -> str | None:
+        """None while the start-up moves on (or is over); the failure message once a stage outlasts its limit."""
+        if self.done:
+            return None
+        for note in self.tail.poll_records():
+            self.stage, self.since = str(note.get("stage")), time.monotonic()
+            log.info("verl start-up: %s", note)
+        if stepped or self.stage not in self.limits:
+            self.done = True
+            return None
+        waited = time.monotonic() - self.since
+        if waited < self.limits[self.stage]:
+            return None
+        return (f"verl made no start-up progress for {waited:.0f} s after stage '{self.stage}': "
+                f"{STARTUP_STAGES[self.stage][1]} (limit: {STARTUP_TIMEOUT_ENV})")
+
+
+def startup_limits() -> dict[str, float]:
+    """Each start-up stage's limit in seconds: the defaults, or `DEVOPS_RL_VERL_STARTUP_TIMEOUT_S` for all."""
+    text = os.environ.get(STARTUP_TIMEOUT_ENV, "").strip()
+    try:
+        override = float(text) if text else None
+    except ValueError:
+        override = -1.0
+    if override is not None and not override > 0:
+        raise UserError(f"{STARTUP_TIMEOUT_ENV}: {text!r}: must be a number of seconds > 0 (or unset for the defaults)")
+    return {stage: override or limit for stage, (limit, _) in STARTUP_STAGES.items()}
+
+
+def strip_escapes(text: str) -> str:
+    return ANSI_ESCAPE.sub("", text)
+
+
+def error_line(exc: BaseException) -> str:
+    """`Type: message` of what really failed: a Ray task error (a TaskRunner's wrapping a worker's, ...)
+    unwrapped to its cause, escapes stripped, the message's first line."""
+    from ray.exceptions import RayTaskError
+
+    while isinstance(exc, RayTaskError) and isinstance(exc.cause, BaseException) and exc.cause is not exc:
+        exc = exc.cause
+    lines = [line.strip() for line in strip_escapes(str(exc)).splitlines() if line.strip()]
+    if isinstance(exc, UserError):  # already one line saying what to change
+        return lines[0] if lines else type(exc).__name__
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
 def _last_error_line(log_path: Path) -> str:
     """The most telling line near the end of train.log (an Error/Exception line), for the status message."""
     try:
@@ -176,11 +250,11 @@ def _last_error_line(log_path: Path) -> str:
             lines = handle.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return "see train.log"
-    for line in reversed(lines):
-        text = line.strip()
+    lines = [strip_escapes(line).strip() for line in lines]
+    for text in reversed(lines):
         if any(word in text for word in ("Error", "Exception", "error:")) and not text.startswith("File "):
             return text[-300:]
-    return next((ln.strip()[-300:] for ln in reversed(lines) if ln.strip()), "see train.log")
+    return next((text[-300:] for text in reversed(lines) if text), "see train.log")
 
 
 def _stop_child(child: subprocess.Popen) -> None:
@@ -222,30 +296,56 @@ def _interrupt_on_sigterm(received: list[str]) -> Callable[[], None]:
     return lambda: signal.signal(signal.SIGTERM, previous)
 
 
+def resume_step(composed, checkpoints: Path) -> int | None:
+    """The step verl resumes from under the composed config's `trainer.resume_mode` (None: no checkpoint yet).
+
+    UserError where `--resume` cannot mean resuming: verl would start over from step 1.
+    """
+    mode = composed.trainer.resume_mode
+    if mode == "disable":
+        raise UserError("--resume: trainer.resume_mode is 'disable' in this run's config, so verl would start again "
+                        "from step 1; add --set trainer.resume_mode=auto, or start a new run without --resume")
+    if mode == "resume_path":  # verl takes the step from the folder name, as here
+        path = str(composed.trainer.resume_from_path or "")
+        step = path.rstrip("/").rsplit("global_step_", 1)[-1] if "global_step_" in path else ""
+        if not step.isdigit():
+            raise UserError(f"verl_overrides.trainer.resume_from_path: {path!r}: trainer.resume_mode=resume_path needs "
+                            "a checkpoint folder named global_step_N")
+        return int(step)
+    return latest_checkpoint_step(checkpoints)
+
+
 def prepare(cfg, *, run_dir, resume: bool, ray_address: str | None) -> Path:
-    """Checks, resume bookkeeping, parquet export and the composed config; returns the run's verl folder."""
+    """Checks, the composed config, resume bookkeeping and the parquet export; returns the run's verl folder.
+
+    Every check runs before anything in the run folder changes.
+    """
     from core.training.config import total_steps
     from core.training.verl_backend import compose, data
-    from core.training.verl_backend.detect import check_launch
+    from core.training.verl_backend.detect import check_cpus, check_launch, local_ray_cpus
 
     check_launch(cfg, ray_address=ray_address)
+    composed = compose.compose_verl_config(cfg, run_path=run_dir.path, resume=resume, ray_address=ray_address)
+    if not ray_address:  # a cluster's CPUs are checked inside it, by the TaskRunner
+        check_cpus(composed, local_ray_cpus(composed), cluster=False)
+    data.check_prompt_fit(cfg)
+    step = resume_step(composed, run_dir.checkpoints_dir) if resume else None
+
     verl_dir = run_dir.path / VERL_DIR
     verl_dir.mkdir(parents=True, exist_ok=True)
     previous = verl_dir / VERL_METRICS_NAME
     if previous.exists():  # verl's file logger restarts its file; keep the last attempt's beside it
         previous.rename(verl_dir / f"metrics.attempt-{int(time.time())}.jsonl")
-    if resume:
-        step = latest_checkpoint_step(run_dir.checkpoints_dir)
-        if step is None:
-            run_dir.event("warning", message="--resume: no verl checkpoint in this run yet; starting from step 0")
-            run_dir.truncate_metrics_after(0)
-        else:
-            run_dir.truncate_metrics_after(step)
-            run_dir.event("resumed", step=step, checkpoint=str(run_dir.checkpoints_dir / f"global_step_{step}"))
+    for stale in (EXIT_NAME, STARTUP_NAME):
+        (verl_dir / stale).unlink(missing_ok=True)
+    if resume and step is None:
+        run_dir.event("warning", message="--resume: no verl checkpoint in this run yet; starting from step 0")
+        run_dir.truncate_metrics_after(0)
+    elif resume:
+        run_dir.truncate_metrics_after(step)
+        run_dir.event("resumed", step=step, checkpoint=str(run_dir.checkpoints_dir / f"global_step_{step}"))
     data.export_parquet(cfg, run_dir.path / "data")
-    composed = compose.compose_verl_config(cfg, run_path=run_dir.path, resume=resume, ray_address=ray_address)
     compose.save(composed, verl_dir / CONFIG_NAME)
-    (verl_dir / EXIT_NAME).unlink(missing_ok=True)
     steps = total_steps(cfg)
     if steps is not None:
         run_dir.update_meta(total_steps=steps)
@@ -257,11 +357,13 @@ def run_verl_training(cfg, *, mode: str, run_dir, resume: bool = False, ray_addr
     """Train with verl into `run_dir` (status, events, metrics, checkpoints); returns the run directory.
 
     Blocks until verl ends; Ctrl-C stops verl (and its Ray workers) and leaves status `stopped`. Raises
-    UserError, with status `failed` already written, when verl cannot start or fails.
+    UserError when verl cannot start here, TrainingFailed when the run fails (start-up stalled, verl's
+    error); status `failed` is written first either way.
     """
     from core.training import sysmon
 
     try:
+        limits = startup_limits()
         verl_dir = prepare(cfg, run_dir=run_dir, resume=resume, ray_address=ray_address)
     except Exception as exc:
         message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
@@ -271,6 +373,7 @@ def run_verl_training(cfg, *, mode: str, run_dir, resume: bool = False, ray_addr
     pump = MetricsPump(run_dir, verl_dir, sample=sysmon.sample, progress=progress,
                        samples_per_step=cfg.devops.samples_per_step)
     pump.skip_existing_rollouts()
+    watchdog = StartupWatchdog(verl_dir, limits)
     log.info("verl: starting the trainer (logs in %s)", run_dir.log_path)
     with open(run_dir.log_path, "ab") as log_file:
         child = subprocess.Popen(
@@ -280,12 +383,17 @@ def run_verl_training(cfg, *, mode: str, run_dir, resume: bool = False, ray_addr
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     run_dir.update_meta(pid=os.getpid(), child_pid=child.pid)
-    stopped_by = None
+    stopped_by = stalled = None
     received: list[str] = []
     restore = _interrupt_on_sigterm(received)
     try:
         while child.poll() is None:
             pump.poll()
+            stalled = watchdog.poll(stepped=pump.last_step is not None)
+            if stalled:
+                log.error("verl: %s; stopping it", stalled)
+                _stop_child(child)
+                break
             time.sleep(poll_interval)
     except KeyboardInterrupt:
         stopped_by = received[-1] if received else "SIGINT"
@@ -295,30 +403,36 @@ def run_verl_training(cfg, *, mode: str, run_dir, resume: bool = False, ray_addr
         restore()
         if child.poll() is None:
             _stop_child(child)
-    pump.poll()  # what verl wrote last
-    return _finish(run_dir, verl_dir, child.returncode, stopped_by, pump.last_step)
+    pump.poll(final=True)  # what verl wrote last
+    return _finish(run_dir, verl_dir, child.returncode, stopped_by, pump.last_step, stalled)
 
 
-def _finish(run_dir, verl_dir: Path, code: int, stopped_by: str | None, step: int | None):
+def _finish(run_dir, verl_dir: Path, code: int, stopped_by: str | None, step: int | None, stalled: str | None = None):
+    from core.training.actor import TrainingFailed
+
     note = {}
     try:
         note = json.loads((verl_dir / EXIT_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         pass
-    if code == 0:
+    if stalled is None and code == 0:
         run_dir.set_status("finished", f"{step or 0} steps")
         run_dir.event("finished", step=step)
         return run_dir
-    if stopped_by or code in (130, -signal.SIGINT):
-        run_dir.set_status("stopped", f"stopped by {stopped_by or 'SIGINT'} at step {step or 0}; resume with --resume")
-        run_dir.event("stopped", step=step, signal=stopped_by or "SIGINT")
+    if stalled is None and (stopped_by or code in (130, -signal.SIGINT)):
+        saved = latest_checkpoint_step(run_dir.checkpoints_dir)
+        resumes = (f"--resume continues from step {saved}, its last checkpoint (trainer.save_freq)" if saved is not None
+                   else "it has saved no checkpoint yet, so --resume starts over")
+        run_dir.set_status("stopped", f"stopped by {stopped_by or 'SIGINT'} at step {step or 0}; verl saves no "
+                                      f"checkpoint on stop: {resumes}")
+        run_dir.event("stopped", step=step, signal=stopped_by or "SIGINT", checkpoint=saved)
         return run_dir
-    message = note.get("message") or _last_error_line(run_dir.log_path)
-    if code == EXIT_RAY:
+    message = stalled or note.get("message") or _last_error_line(run_dir.log_path)
+    if stalled is None and code == EXIT_RAY:
         message = f"Ray could not start: {message}; check 'ray status', free ports and /tmp space, or --ray-address"
     run_dir.set_status("failed", message)
     run_dir.event("failed", step=step, message=message, exit_code=code)
-    raise UserError(f"verl training failed: {message} (full log: {run_dir.log_path})")
+    raise TrainingFailed(f"verl training failed: {message} (full log: {run_dir.log_path})")
 
 
 # ---- the child process ------------------------------------------------------------------------------
@@ -336,7 +450,7 @@ def child_main(run_path: str) -> int:
     verl_dir = run / VERL_DIR
     setup_logging(console=False, log_file=run / "train.log")
     import ray
-    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+    from verl.trainer.main_ppo import run_ppo
     from verl.utils.device import auto_set_device
 
     from core.training.verl_backend import compose
@@ -345,8 +459,8 @@ def child_main(run_path: str) -> int:
     auto_set_device(config)
     compose.validate_with_verl(config)
     if config.trainer.use_v1:
-        runner = TaskRunnerV1
-    else:
+        from core.training.verl_backend.runner import RemoteTaskRunner as runner
+    else:  # verl's legacy trainer: the reward dimensions reach the metrics at validation only
         from verl.trainer.main_ppo_v0 import TaskRunner as runner
     try:
         run_ppo(config, task_runner_class=runner)
@@ -355,7 +469,9 @@ def child_main(run_path: str) -> int:
         return 130
     except Exception as exc:
         started = ray.is_initialized()
-        message = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        message = error_line(exc)
+        if not started and "AuthenticationError" in "".join(traceback.format_exception(exc)):
+            message += f" ({RAY_TOKEN_HINT})"
         log.error("verl failed: %s", message, exc_info=True)
         _write_exit(verl_dir, "failed", message[:500])
         return 1 if started else EXIT_RAY
