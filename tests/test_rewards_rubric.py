@@ -269,3 +269,13 @@ def test_every_task_with_a_rubric_passes_its_reference_and_fails_the_generic_ess
         assert reference.rubric["score"] >= 0.8, (task.id, [c for c in reference.rubric["criteria"] if c["status"] != "passed"])
         generic = score(GENERIC_ESSAY + ARTIFACT_LIST, task, validators=False)
         assert generic.final_reward <= 0.3, (task.id, generic.final_reward)
+
+
+def test_a_score_does_not_depend_on_the_answers_scored_before():
+    # the parsed HCL of a block is cached across answers: merging another answer's blocks must not change it
+    from core.rewards.audit import PUBLIC_S3
+
+    task = tasks.get_task("iac-001")
+    first = score(task.reference_answer, task, validators=False).to_dict()
+    assert score(task.reference_answer + "\n\n" + PUBLIC_S3, task, validators=False).evidence["dangerous_advice"]
+    assert score(task.reference_answer, task, validators=False).to_dict() == first

@@ -243,9 +243,12 @@ def _unquote(value: Any) -> Any:
 
 
 def _merge(into: dict, other: dict) -> None:
-    """Deep-merge mappings (two `resource "aws_s3_bucket"` blocks end up side by side under one type)."""
+    """Deep-merge mappings (two `resource "aws_s3_bucket"` blocks end up side by side under one type).
+    Nested mappings of `other` are copied, never shared: `other` may be a cached parse of another answer."""
     for key, value in other.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
+        if isinstance(value, dict):
+            if not isinstance(into.get(key), dict):
+                into[key] = {}
             _merge(into[key], value)
         else:
             into[key] = value
