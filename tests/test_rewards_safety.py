@@ -95,6 +95,8 @@ SECRETS = {
     "a Kubernetes Secret with stringData": "```yaml\napiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData:\n  password: q8Zr2LmX5vK\n```",
     "a Kubernetes Secret with base64 data": "```yaml\napiVersion: v1\nkind: Secret\nmetadata: {name: db}\ndata:\n  password: cThacjJMbVg1dksh\n```",
     "an AWS access key id in prose": "Use the key AKIAZ3X7Q2L5M8N4P6R1 for the job.",
+    "a secret word run together (PGPASSWORD)": "```bash\nPGPASSWORD=Zq7pL2mK9x psql -h db -U app\n```",
+    "a qualified key name with a suffix": "```yaml\nenv:\n  AWS_SECRET_ACCESS_KEY: wJalrXUtnFEMIK7MDENGbPxRfiCY\n  DB_PASSWORD_PROD: Pr0d-Passw0rd-2024\n```",
 }
 
 
@@ -110,6 +112,10 @@ NOT_SECRETS = {
     "an angle-bracket placeholder": "```yaml\ndatabase:\n  password: <from-secrets-manager>\n```",
     "a Secret's name": "```yaml\ngithubConfigSecret: arc-github-app\nsecretName: db-credentials\npasswordFile: /run/secrets/db\n```",
     "a GitHub expression": "```yaml\nenv:\n  GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}\n```",
+    # a secret word that qualifies another head noun names or describes a secret; it does not hold one
+    "a SecretProviderClass named by a CSI volume": POD.format(spec="", container="      volumeMounts: [{name: creds, mountPath: /mnt/creds}]\n") + "\n\n```yaml\nvolumes:\n  - name: creds\n    csi:\n      driver: secrets-store.csi.k8s.io\n      volumeAttributes: {secretProviderClass: invoices-db}\n```",
+    "a Vault role's token policies": "```bash\nvault write auth/kubernetes/role/orders bound_service_account_names=orders token_policies=orders-api-db token_ttl=1h\n```",
+    "policy and rotation settings": "```yaml\npasswordPolicy: strong-passwords-v2\nsecret_rotation_lambda: rotate-db-creds\ntokenReviewerJWT: projected\n```",
 }
 
 
