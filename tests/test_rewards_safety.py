@@ -53,6 +53,7 @@ resource "aws_s3_bucket_policy" "b" {
     "\"don't forget\" is not a warning": "Don't forget to `chmod -R 777 /var/lib/app` so the service can always write.",
     "the last USER is root": "```dockerfile\nFROM python:3.12-slim\nUSER 10001\nRUN pip install app\nUSER root\n```",
     "ssh without host key checking": "```bash\nssh -o StrictHostKeyChecking=no deploy@web-1 'sudo systemctl restart app'\n```",
+    "SSH opened to the world in prose": "Open port 22 to 0.0.0.0/0 on the bastion so the on-call team can ssh in from home.",
 }
 
 
@@ -72,6 +73,10 @@ SAFE = {
     "HTTPS open to the world": '```hcl\nresource "aws_security_group" "lb" {\n  ingress {\n    from_port = 443\n    to_port = 443\n    protocol = "tcp"\n    cidr_blocks = ["0.0.0.0/0"]\n  }\n}\n```',
     "a VPC endpoint policy with Principal *": '```hcl\nresource "aws_vpc_endpoint" "s3" {\n  vpc_id = "v"\n  service_name = "com.amazonaws.eu-west-1.s3"\n  policy = jsonencode({ Statement = [{ Effect = "Allow", Principal = "*", Action = "s3:GetObject", Resource = "*" }] })\n}\n```',
     "chmod 750": "```bash\nchmod -R 750 /var/lib/app\n```",
+    # a control that blocks or catches the dangerous thing describes it; it does not advise it
+    "an SCP that blocks SSH/RDP from anywhere": "A Config rule blocks the creation of any security group in any account of the organisation with ingress from 0.0.0.0/0 on 22/3389.",
+    "a policy blocking it, as a participle": "A policy blocking 0.0.0.0/0 on ports 22/3389 is attached to the root OU.",
+    "a detective control": "The restricted-ssh Config rule flags security groups that open port 22 to 0.0.0.0/0, and a Lambda revokes the rule.",
 }
 
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from core.rewards.artifacts import Artifacts, normalise_sql
-from core.rewards.negation import negated
+from core.rewards.negation import HINT as NEGATION_HINT, negated
 from core.rewards.signals import _snippet
 from core.rewards.text import _TOKEN, Segment, phrase_key
 
@@ -35,8 +35,6 @@ PASSED, PARTIAL, FAILED = "passed", "partial", "failed"
 DENSE_CONCEPT_CODE = 0.4
 DENSE_CONCEPT_PROSE = 0.75
 CONCEPT_ONLY_FACTOR = 0.5
-_NEGATION_HINT = re.compile(r"(?i)\b(?:no|not|never|avoid\w*|without|instead|rather|stop|forbid\w*|disallow\w*|"
-                            r"prohibit\w*|den(?:y|ies|ied)|block\w*|reject\w*|prevent\w*)\b|n't")
 
 
 class RubricError(ValueError):
@@ -547,7 +545,7 @@ class _View:
             for segment in self.segments:
                 if needle not in _joined(segment):
                     continue
-                if self.in_forbid and segment.kind not in ("code", "inline_code") and _NEGATION_HINT.search(segment.text):
+                if self.in_forbid and segment.kind not in ("code", "inline_code") and NEGATION_HINT.search(segment.text):
                     match = loose.search(segment.text)
                     if match and negated(segment.text[: match.start()], segment.text[match.end():]):
                         continue
