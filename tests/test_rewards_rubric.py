@@ -172,19 +172,59 @@ def test_concepts_match_across_case_separators_and_plurals():
     assert one({"concept": ["readinessProbe"]}, "Each pod gets readiness probes on /readyz so traffic waits.")["status"] == "passed"
 
 
-def test_concept_credit_halves_when_no_artifact_check_passes():
-    task = {"id": "t2", "type": "kubernetes", "expected_outputs": ["x"], "rubric": [
-        {"id": "pdb", "description": "A PodDisruptionBudget manifest exists.", "weight": 1,
-         "check": {"yaml": "kind=='PodDisruptionBudget'"}},
-        {"id": "spread", "description": "Replicas spread over nodes.", "weight": 1,
+HALVING_TASK = {
+    "id": "t2", "type": "kubernetes", "expected_outputs": ["x"],
+    "desc": "Node drains on the `checkout` cluster evict both replicas of the payments API at once. Keep it up.",
+    "rubric": [
+        {"id": "pdb", "description": "A PodDisruptionBudget manifest limits voluntary evictions.", "weight": 1,
+         "check": [{"yaml": "kind=='PodDisruptionBudget'"}, {"concept": ["PodDisruptionBudget"]}]},
+        {"id": "spread", "description": "Replicas are spread over nodes.", "weight": 1,
          "check": {"concept": ["topologySpreadConstraints"]}},
         *FILLER]}
-    prose = "We add a PodDisruptionBudget and topologySpreadConstraints so one drain never evicts two replicas at once."
-    halved = score(prose, task, validators=False).rubric["criteria"][1]
-    assert halved["score"] == 0.5 and any("concepts count half" in line for line in halved["evidence"])
-    grounded = score(prose + "\n\n```yaml\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: api}\n"
-                     "spec: {maxUnavailable: 1, selector: {matchLabels: {app: api}}}\n```", task, validators=False)
+HONEST_PROSE = ("The drains on the checkout cluster took both payments replicas down because nothing told the eviction "
+                "API to wait. Add a PodDisruptionBudget with maxUnavailable 1 for the payments pods, and spread them with "
+                "topologySpreadConstraints on kubernetes.io/hostname so two replicas never share a node. Watch the next "
+                "drain: kubectl should report that it waits for the budget before evicting the second replica.")
+
+
+def test_text_credit_halves_where_an_artifact_is_asked_for_or_the_answer_is_not_about_the_task():
+    honest = score(HONEST_PROSE, HALVING_TASK, validators=False).rubric["criteria"]
+    # the PDB criterion asks for a manifest: prose alone earns half; the spread is an idea: prose about the task earns it
+    assert honest[0]["score"] == 0.5 and any("asks for an artifact" in line for line in honest[0]["evidence"])
+    assert honest[1]["score"] == 1.0
+    essay = ("Following best practices, we add a PodDisruptionBudget and topologySpreadConstraints so one drain "
+             "never evicts two replicas at once.")
+    halved = score(essay, HALVING_TASK, validators=False).rubric["criteria"][1]
+    assert halved["score"] == 0.5 and any("not about the task in its own words" in line for line in halved["evidence"])
+    echo = HALVING_TASK["desc"] + " We use topologySpreadConstraints to make the platform safer and faster."
+    assert score(echo, HALVING_TASK, validators=False).rubric["criteria"][1]["score"] == 0.5
+    grounded = score(essay + "\n\n```yaml\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: api}\n"
+                     "spec: {maxUnavailable: 1, selector: {matchLabels: {app: api}}}\n```", HALVING_TASK, validators=False)
     assert grounded.rubric["criteria"][1]["score"] == 1.0
+
+
+def _prose_only(answer: str) -> str:
+    from core.rewards.code_blocks import split_fences
+
+    return "\n".join(part.body for part in split_fences(answer) if part.lang is None)
+
+
+def test_incident_and_design_answers_in_prose_pass_while_checklists_and_essays_do_not():
+    from pathlib import Path
+
+    from core.rewards.audit import HACKS
+
+    pool = tasks.load_tasks()
+    for task_id in ("inc-007", "inc-008", "inc-009", "rel-011", "rel-013"):
+        task = tasks.get_task(task_id, pool)
+        prose = score(_prose_only(task.reference_answer), task, validators=False).final_reward
+        assert prose >= 0.6, (task_id, prose)
+        for hack in ("rubric descriptions pasted", "concept sentences", "task echoed + essay", "generic essay + artifact list"):
+            value = score(HACKS[hack](task, pool), task, validators=False).final_reward
+            assert value < 0.5 and value < prose - 0.2, (task_id, hack, value)
+    kill_switch = Path(__file__).parent / "fixtures/rewards/alternatives/inc-008--ui-kill-switch.md"
+    answer = _prose_only(kill_switch.read_text(encoding="utf-8").partition("\n")[2])
+    assert score(answer, tasks.get_task("inc-008", pool), validators=False).final_reward >= 0.75
 
 
 # --- forbid ------------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from typing import Any
 from core.rewards.artifacts import Artifacts, normalise_sql
 from core.rewards.negation import HINT as NEGATION_HINT, negated
 from core.rewards.signals import _snippet
-from core.rewards.text import _TOKEN, Segment, phrase_key
+from core.rewards.text import _TOKEN, STOPWORDS, Segment, phrase_key, stem
+from core.rewards.text import tokens as tokens_of
 
 CHECK_KINDS = ("concept", "yaml", "hcl", "sql", "shell", "dockerfile", "pattern", "forbid")
 CRITERIA_RANGE = (4, 10)
@@ -35,6 +36,11 @@ PASSED, PARTIAL, FAILED = "passed", "partial", "failed"
 DENSE_CONCEPT_CODE = 0.4
 DENSE_CONCEPT_PROSE = 0.75
 CONCEPT_ONLY_FACTOR = 0.5
+# An answer is about its task when its own sentences (not a copy of the prompt) use this share of the prompt's
+# content words and this many content words that neither the prompt nor the rubric has (see _about_task).
+ABOUT_COVERAGE = 0.3
+ABOUT_OWN_WORDS = 12
+_ECHO_GRAM = 5  # a sentence most of whose 5-word runs are in the prompt is a copy of it
 
 
 class RubricError(ValueError):
@@ -613,12 +619,16 @@ def _status(value: float) -> str:
 
 
 def evaluate(criteria: Sequence[Criterion], artifacts: Artifacts, segments: list[Segment],
-             judge: Mapping[str, float] | None = None, judge_weight: float = 0.0) -> tuple[float, list[CriterionResult]]:
+             judge: Mapping[str, float] | None = None, judge_weight: float = 0.0,
+             task_desc: str = "") -> tuple[float, list[CriterionResult]]:
     """(rubric score in [0, 1], one result per criterion).
 
     A criterion earns its weight times its score; a `forbid` criterion takes its weight times the violation
-    off; the sum is divided by the weights of the criteria that add points. With judge grades (criterion
-    id -> [0, 1], 1 = met / avoided), each criterion's score is blended: (1 - w) * rule + w * judge.
+    off; the sum is divided by the weights of the criteria that add points. When the rubric checks artifacts
+    and none of those checks found anything, text-only credit counts half for the criteria that ask for an
+    artifact, and for every criterion when the answer is not about the task (`task_desc`, the prompt) in
+    words of its own. With judge grades (criterion id -> [0, 1], 1 = met / avoided), each criterion's score
+    is blended: (1 - w) * rule + w * judge.
     """
     keys = list(dict.fromkeys(k for c in criteria for k in _concept_keys(c.check)))
     view = _View(artifacts, segments, keys)
@@ -626,17 +636,27 @@ def evaluate(criteria: Sequence[Criterion], artifacts: Artifacts, segments: list
     for criterion in criteria:
         view.in_forbid = criterion.forbidden
         outcomes.append(_run(criterion.check.inner if criterion.forbidden else criterion.check, view))
-    # Concepts in text alone are weak evidence: when the rubric checks artifacts and none of those checks
-    # found anything, what the concepts earned counts half (pasted checklists, echoed prompts, essays).
+    # Text alone is weak evidence: when the rubric checks artifacts and none of those checks found anything,
+    # text-only credit counts half where the criterion asks for an artifact (a manifest, a command), and
+    # everywhere when the answer does not speak about this task in words of its own (essays, echoed prompts,
+    # pasted checklists, concept sentences). Incident and design answers are legitimately prose.
     structural = any(_has_structure(c.check) for c in criteria if not c.forbidden)
     grounded = any(o.grounded for c, o in zip(criteria, outcomes) if not c.forbidden)
+    about: tuple[bool, str] | None = None
     results = []
     earned = penalty = total = 0.0
     for criterion, outcome in zip(criteria, outcomes):
         value = outcome.score
         if structural and not grounded and not criterion.forbidden and value > 0:
-            value *= CONCEPT_ONLY_FACTOR
-            outcome.evidence.append(f"x{CONCEPT_ONLY_FACTOR}: no artifact check of this rubric passed, concepts count half")
+            if _asks_artifact(criterion.check):
+                why = "this criterion asks for an artifact and no artifact check of this rubric passed"
+            else:
+                if about is None:
+                    about = _about_task(task_desc, criteria, view.segments)
+                why = None if about[0] else f"no artifact check of this rubric passed and {about[1]}"
+            if why:
+                value *= CONCEPT_ONLY_FACTOR
+                outcome.evidence.append(f"x{CONCEPT_ONLY_FACTOR}: {why}")
         evidence = list(outcome.evidence)
         if criterion.forbidden:
             evidence = ([f"violated: {e}" for e in evidence if not e.startswith(("no ", "not found"))]
@@ -659,6 +679,50 @@ def evaluate(criteria: Sequence[Criterion], artifacts: Artifacts, segments: list
                                        criterion.forbidden, evidence))
     score = (earned - penalty) / total if total else 0.0
     return round(min(1.0, max(0.0, score)), 4), results
+
+
+_CONTENT_STOP = STOPWORDS | {stem(word) for word in STOPWORDS}
+
+
+def _content(words) -> set[str]:
+    return {w for w in words if len(w) > 2 and w not in _CONTENT_STOP}
+
+
+def _about_task(task_desc: str, criteria: Sequence[Criterion], segments: list[Segment]) -> tuple[bool, str]:
+    """Does the answer speak about this task in words of its own? Its segments, except copies of the prompt,
+    must use ABOUT_COVERAGE of the prompt's content words (a generic essay does not) and ABOUT_OWN_WORDS
+    content words that neither the prompt nor the rubric has (an echoed prompt, pasted criteria or concept
+    sentences have none). Returns the verdict and, when it is no, why."""
+    prompt = phrase_key(task_desc)
+    grams = {tuple(prompt[at:at + _ECHO_GRAM]) for at in range(len(prompt) - _ECHO_GRAM + 1)}
+    used: set[str] = set()
+    for segment in segments:
+        tokens = segment.tokens
+        runs = [tuple(tokens[at:at + _ECHO_GRAM]) for at in range(len(tokens) - _ECHO_GRAM + 1)]
+        if not (runs and 2 * sum(run in grams for run in runs) >= len(runs)):
+            used.update(tokens)
+    wanted = _content(prompt)
+    coverage = len(wanted & used) / len(wanted) if wanted else 0.0
+    known = set(prompt)
+    for criterion in criteria:
+        known.update(tokens_of(criterion.description))
+        for key in _concept_keys(criterion.check):
+            known.update(key)
+    own = len(_content(used) - known)
+    if coverage >= ABOUT_COVERAGE and own >= ABOUT_OWN_WORDS:
+        return True, ""
+    return False, (f"the answer is not about the task in its own words ({coverage:.0%} of the prompt's words, "
+                   f"{own} words of its own; needs {ABOUT_COVERAGE:.0%} and {ABOUT_OWN_WORDS})")
+
+
+def _asks_artifact(check: Any) -> bool:
+    """A criterion whose check (or one of its alternatives) reads a parsed artifact: YAML/JSON, HCL, SQL, shell
+    commands or a Dockerfile. Its evidence is the artifact; prose is the fallback."""
+    if isinstance(check, AnyOf):
+        return any(_asks_artifact(c) for c in check.checks)
+    if isinstance(check, ForbidCheck):
+        return False
+    return isinstance(check, (QueryCheck, SqlCheck, ShellCheck, DockerfileCheck))
 
 
 def _has_structure(check: Any) -> bool:
