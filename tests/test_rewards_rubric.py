@@ -122,6 +122,38 @@ def test_shell_command_is_found_wherever_it_runs(where):
     assert result["status"] == "passed", result["evidence"]
 
 
+@pytest.mark.parametrize("span", [
+    "nc -z db.internal 5432", "jcmd 1 GC.heap_info", "hey -z 30s https://api.example.com/", "kill -STOP 4242",
+    "kafka-consumer-groups --bootstrap-server kafka:9092 --describe --group email-notifier", "iptables -L -n",
+    "nft list ruleset", "syft dir:. -o cyclonedx-json", "logrotate -d /etc/logrotate.d/app", "buildah bud -t app .",
+    "amtool silence add alertname=NodeDown --duration=2h", "gitleaks detect --redact", "./deploy.sh --dry-run",
+])
+def test_inline_commands_are_recognised_by_their_shape_not_by_a_list(span):
+    program = span.split()[0].rsplit("/", 1)[-1]
+    assert one({"shell": program}, f"Then run `{span}` and compare the output.")["status"] == "passed"
+
+
+@pytest.mark.parametrize("span", ["maxUnavailable: 0", "cl_waiting > 0", "encrypt = true", "sum by (cluster) (up)",
+                                  "test (3.10)", "readinessProbe", "pods are replaced and then"])
+def test_expressions_config_and_prose_in_backticks_are_not_commands(span):
+    from core.rewards.text import analyse
+
+    assert not [s for s in analyse(f"The check shows `{span}` here.").segments if s.kind == "inline_code"]
+
+
+def test_inline_spans_pair_their_own_backticks():
+    from core.rewards.text import analyse
+
+    spans = [s.text for s in analyse("Run `id` then `whoami`; `id` shows uid 10001 and `ps -o user` the owner.").segments
+             if s.kind == "inline_code"]
+    assert spans == ["ps -o user"]
+
+
+def test_backticked_terms_are_keywords_not_evidence():
+    salad = "- `kill switch`\n- `guarded rollout`\n- `audit log`\n"
+    assert one({"concept": ["kill switch", "guarded rollout"]}, salad)["status"] == "failed"
+
+
 def test_shell_flags_give_partial_credit_and_short_flags_match_in_groups():
     answer = "```bash\nkubectl drain node-1\ncurl -fsSLk https://example.com\n```"
     result = one({"shell": "kubectl drain --ignore-daemonsets --delete-emptydir-data"}, answer)

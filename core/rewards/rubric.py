@@ -582,9 +582,12 @@ def _joined(segment: Segment) -> str:
 def _dense(segment: Segment, keys: list[tuple[str, ...]]) -> bool:
     """A segment mostly made of the rubric's own concept words (a YAML block of keywords, a keyword line)."""
     n = len(segment.tokens)
-    if n < 6 or segment.kind == "inline_code":
+    if segment.kind == "inline_code":
+        limit = n - 0.5  # a backticked term made only of concept words (`kill switch`) is a keyword, not a command
+    elif n < 6:
         return False
-    limit = (DENSE_CONCEPT_CODE if segment.kind == "code" else DENSE_CONCEPT_PROSE) * n
+    else:
+        limit = (DENSE_CONCEPT_CODE if segment.kind == "code" else DENSE_CONCEPT_PROSE) * n
     joined = _joined(segment)
     present = [k for k in keys if " " + " ".join(k) + " " in joined]
     if sum(joined.count(" " + " ".join(k) + " ") * len(k) for k in present) <= limit:

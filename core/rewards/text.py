@@ -19,13 +19,7 @@ _LOWER_WORD = re.compile(r"[a-z][a-z'\-]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^a-z\s])")
 _LIST_MARK = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
 _LIST_STARTS = frozenset("-*+0123456789")
-_INLINE_CODE = re.compile(r"`([^`\n]{3,200})`")
-_CLI_COMMAND = re.compile(
-    r"^(?:sudo\s+)?(?:kubectl|helm|aws|gcloud|az|terraform|tofu|docker|podman|git|systemctl|journalctl|psql|mysql|"
-    r"redis-cli|openssl|curl|promtool|velero|argocd|kustomize|trivy|cosign|vault|ansible(?:-playbook)?|pg_dump|"
-    r"pg_restore|pg_basebackup|etcdctl|istioctl|cilium|dig|nslookup|tracepath|ping|ss|lsof|du|df|make|pluto|"
-    r"kubeconform|conftest|crane|skopeo|npm|pip|go|cargo|mvn|gradle|nginx|certbot|patronictl|pgbackrest|k6)\s+\S"
-)
+_INLINE_CODE = re.compile(r"`([^`\n]+)`")
 _HEADING = re.compile(r"^(?:#{1,6}\s+\S|\*\*[^*\n]{2,60}(?::\*\*|\*\*:?)(?:\s|$))")  # "## X" or a "**Label:**"
 _BOLD_ONLY = re.compile(r"^\*\*[^*\n]{2,60}\*\*:?$")
 
@@ -37,6 +31,16 @@ STOPWORDS = frozenset(
     "do does done use uses using per via also just both same one first last next instead rather because "
     "keep make get set let up out off".split()
 )
+
+# An inline command is recognised by its shape, not by a list of CLIs: a program-like first word (`nc`,
+# `kafka-consumer-groups`, `./deploy.sh`) and arguments, and not an expression or a config line
+# (`cl_waiting > 0`, `encrypt = true`, `sum by (cluster) (up)`) or prose in backticks.
+_PROGRAM = re.compile(r"^(?:\.{0,2}/)?[a-z][a-z0-9._+-]*(?:/[a-z0-9._+-]+)*$")
+_SHAPED_ARGUMENT = re.compile(r"^-|[/=.:@$*~{}<>|&;'\"\d]")
+_EXPRESSION_WORDS = frozenset({"=", "==", "!=", "<=", ">=", "=~", "!~", ":="})
+_EXPRESSION_START = frozenset({">", "<", "-", "+", "*", "/", "%", "by", "without", "unless", "and", "or"})
+_SUBSHELL = re.compile(r"(?<![$<])\(")
+_QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
 
 _IRREGULAR = {"was": "was", "has": "has", "is": "is", "does": "do", "this": "this", "its": "its", "us": "us"}
 
@@ -61,6 +65,30 @@ def stem(word: str) -> str:
     if word.endswith("e") and len(word) > 4:
         word = word[:-1]
     return word
+
+
+@lru_cache(maxsize=8192)
+def looks_like_command(span: str) -> bool:
+    """Is this backticked span a shell command (`nc -z db 5432`, `terraform plan`, `jcmd 1 GC.heap_info`)?"""
+    words = span.strip().removeprefix("$ ").split()
+    if len(words) < 2 or len(span) > 200 or not _PROGRAM.match(words[0]):
+        return False
+    arguments = words[1:]
+    if arguments[0] in _EXPRESSION_START or any(w in _EXPRESSION_WORDS for w in arguments):
+        return False
+    prose = sum(w in STOPWORDS for w in arguments)
+    if prose >= 2 and 2 * prose >= len(arguments):
+        return False  # "pods are replaced and ..." in backticks
+    if words[0] in STOPWORDS and not any(map(_SHAPED_ARGUMENT.search, arguments)):
+        return False  # `use the cache`, `make sense`
+    if _SUBSHELL.search(_QUOTED.sub("", span)):  # parentheses: only real shell syntax (`test (3.10)` is not)
+        import bashlex
+
+        try:
+            bashlex.parse(span)
+        except Exception:  # bashlex raises its own errors and others on odd input
+            return False
+    return True
 
 
 _ALNUM = re.compile(r"[A-Za-z0-9]+")
@@ -164,7 +192,7 @@ def _add_prose(analysis: Analysis, text: str) -> None:
             kind = "table"
         if "`" in line:
             for span in _INLINE_CODE.findall(line):
-                if _CLI_COMMAND.match(span.strip()):
+                if looks_like_command(span):
                     segments.append(Segment("inline_code", span, tokens(span), True))
         split = kind != "table" and ("." in line or "!" in line or "?" in line)
         for sentence in (_SENTENCE_END.split(line) if split else (line,)):
