@@ -228,6 +228,7 @@ BAD_BLOCKS = {
     "runs as root": "```dockerfile\nFROM python:3.12-slim\nCOPY . /app\nCMD [\"python\", \"/app/main.py\"]\n```",
     "without 'set -euo pipefail'": "```bash\n#!/bin/bash\nfor n in a b; do\n  kubectl drain \"$n\"\ndone\n```",
     "never closed": "```yaml\napiVersion: v1\nkind: ConfigMap\n",
+    "unbalanced if/fi": "```bash\nset -euo pipefail\nfor n in a b; do\n  kubectl drain \"$n\"\n```",
 }
 
 
@@ -236,6 +237,15 @@ def test_broken_code_blocks(problem, probe_task):
     result = score(probe_task.reference_answer + "\n\n" + BAD_BLOCKS[problem], probe_task)
     assert result.penalties["broken_code"] > 0
     assert any(problem in line for line in result.evidence["broken_code"]), result.evidence["broken_code"]
+
+
+@pytest.mark.parametrize("block", [
+    "```bash\nset -euo pipefail\nping -M do -s 1472 -c 3 10.0.2.15\n```",   # `do` is ping's argument
+    "```bash\nset -euo pipefail\necho done; printf 'if you see this, retry\\n'\n```",
+])
+def test_keywords_used_as_arguments_are_not_unbalanced_shell(block, probe_task):
+    result = score(probe_task.reference_answer + "\n\n" + block, probe_task, validators=False)
+    assert not any("unbalanced" in line for line in result.evidence["broken_code"]), result.evidence["broken_code"]
 
 
 def test_hardcoded_secrets_cost_security(probe_task):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
 
-from core.rewards.code_blocks import BlockReport, dockerfile_instructions, yaml_documents
+from core.rewards.code_blocks import ARITHMETIC, BlockReport, dockerfile_instructions, yaml_documents
 from core.rewards.text import Analysis
 
 log = logging.getLogger(__name__)
@@ -156,9 +156,6 @@ def _simple_commands(line: str) -> tuple[list[list[str]], list[list[list[str]]]]
     return commands, pipelines
 
 
-_ARITHMETIC = re.compile(r"\$\(\((?:[^()]|\([^()]*\))*\)\)")
-
-
 @lru_cache(maxsize=2048)
 def parse_shell(script: str) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[tuple[str, ...], ...], ...]]:
     """(commands, pipelines) of a shell script: each command as its words (wrappers kept), each pipeline
@@ -173,7 +170,7 @@ def parse_shell(script: str) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[t
     commands: list[list[str]] = []
     pipelines: list[list[list[str]]] = []
     try:
-        for node in bashlex.parse(_ARITHMETIC.sub("0", "\n".join(lines))):
+        for node in bashlex.parse(ARITHMETIC.sub("0", "\n".join(lines))):
             _walk_bash(node, commands, pipelines)
     except Exception:  # bashlex raises its own errors and others on odd input
         return _line_by_line(lines, _shlex_commands)
