@@ -74,6 +74,35 @@ def test_github_actions_on_key_is_queryable():
     assert one({"yaml": "on.push.tags"}, workflow)["status"] == "passed"
 
 
+SAM_TEMPLATE = """\
+```yaml
+AWSTemplateFormatVersion: '2010-09-09'
+Transform: AWS::Serverless-2016-10-31
+Resources:
+  ResizeFunction:
+    Type: AWS::Serverless::Function
+    Properties:
+      Handler: app.handler
+      Runtime: python3.12
+      Role: !GetAtt ResizeRole.Arn
+      Environment:
+        Variables:
+          BUCKET: !Ref UploadBucket
+          TOPIC: !Sub "arn:aws:sns:${AWS::Region}:${AWS::AccountId}:resized"
+      Events:
+        Upload: {Type: S3, Properties: {Bucket: !Ref UploadBucket, Events: ['s3:ObjectCreated:*']}}
+```
+"""
+
+
+def test_cloudformation_short_tags_parse_and_can_be_checked():
+    result = one({"yaml": ["Resources.ResizeFunction.Properties.Role == 'ResizeRole.Arn'",
+                           "Resources.ResizeFunction.Properties.Environment.Variables.BUCKET"]}, SAM_TEMPLATE)
+    assert result["status"] == "passed", result["evidence"]
+    broken = score(SAM_TEMPLATE, {"type": "security", "expected_outputs": ["x"]}, validators=False).evidence["broken_code"]
+    assert not any("does not parse" in line for line in broken), broken
+
+
 # --- hcl, sql, shell, dockerfile, pattern ------------------------------------------------------------
 
 

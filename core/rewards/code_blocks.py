@@ -181,6 +181,26 @@ def _yaml_findings(body: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[s
     return tuple(report.problems), tuple(report.issues), tuple(report.facts)
 
 
+@lru_cache(maxsize=1)
+def yaml_loader():
+    """PyYAML's safe loader (libyaml's when built) that also reads application tags such as CloudFormation's
+    `!Ref`, `!Sub` and `!GetAtt` as the plain value they tag, so such templates parse and can be checked."""
+    import yaml
+
+    class TagTolerantLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        pass
+
+    def plain(loader, _suffix: str, node):
+        if isinstance(node, yaml.MappingNode):
+            return loader.construct_mapping(node, deep=True)
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node, deep=True)
+        return loader.construct_scalar(node)
+
+    TagTolerantLoader.add_multi_constructor("!", plain)
+    return TagTolerantLoader
+
+
 @lru_cache(maxsize=1024)
 def yaml_documents(body: str) -> tuple:
     """The non-empty documents of a YAML (or JSON) block, () when it does not parse or is a template.
@@ -188,7 +208,7 @@ def yaml_documents(body: str) -> tuple:
     import yaml
 
     try:
-        return tuple(d for d in yaml.load_all(body, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if d is not None)
+        return tuple(d for d in yaml.load_all(body, Loader=yaml_loader()) if d is not None)
     except (yaml.YAMLError, RecursionError, ValueError):
         return ()
 
@@ -213,9 +233,8 @@ def _parse_yaml(body: str, report: BlockReport) -> None:
 
     if "{{" in body or "{%" in body:
         return  # a Helm/Jinja template: not YAML until rendered
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        docs = [d for d in yaml.load_all(body, Loader=loader) if d is not None]
+        docs = [d for d in yaml.load_all(body, Loader=yaml_loader()) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at block line {mark.line + 1}" if mark is not None else ""
