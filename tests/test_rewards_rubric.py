@@ -103,6 +103,55 @@ def test_cloudformation_short_tags_parse_and_can_be_checked():
     assert not any("does not parse" in line for line in broken), broken
 
 
+WORKFLOW = """\
+```yaml
+name: ci
+on: [push]
+jobs:
+  test:
+    runs-on: ubuntu-24.04
+    steps:
+      - uses: actions/checkout@v4
+      - run: make test
+```
+
+```yaml
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: allow-all}
+spec:
+  podSelector: {}
+  ingress: [{}]
+```
+"""
+
+
+@pytest.mark.parametrize("query", [
+    "values(jobs)[].steps[] | [?starts_with(run, 'make')]",      # the checkout step has no `run`
+    "values(jobs)[].steps[] | [?contains(uses, 'checkout')]",    # the make step has no `uses`
+    "kind=='NetworkPolicy' && spec.ingress",                     # [{}]: the allow-all rule is a match
+])
+def test_jmespath_errors_on_one_item_or_document_are_no_match_for_it_only(query):
+    result = one({"yaml": query}, WORKFLOW)
+    assert result["status"] == "passed", result["evidence"]
+
+
+@pytest.mark.parametrize("query, message", [
+    ("!spec.ingress", "binds tighter"),
+    ("kind==Deployment", "a string needs quotes"),
+    ("spec.replicas > '2'", "compare numbers only"),
+    ("[?starts_with(name, `1`)]", "never accepts 1"),
+    ("spec.containers[?has_probe(@)]", "no function `has_probe()`"),
+    ("length(spec, metadata)", "takes 1 argument(s), got 2"),
+])
+def test_queries_that_can_never_match_are_warned_about(query, message):
+    from core.rewards.rubric import rubric_warnings
+
+    warnings = rubric_warnings(rubric_with({"yaml": query}))
+    assert any(message in text for _, text in warnings), warnings
+    assert not rubric_warnings(rubric_with({"yaml": "kind=='Deployment' && spec.replicas > `2`"}))
+
+
 # --- hcl, sql, shell, dockerfile, pattern ------------------------------------------------------------
 
 
@@ -380,3 +429,26 @@ def test_a_score_does_not_depend_on_the_answers_scored_before():
     first = score(task.reference_answer, task, validators=False).to_dict()
     assert score(task.reference_answer + "\n\n" + PUBLIC_S3, task, validators=False).evidence["dangerous_advice"]
     assert score(task.reference_answer, task, validators=False).to_dict() == first
+
+
+def test_tasks_validate_warns_about_a_query_that_can_never_match(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text(textwrap.dedent("""\
+        - id: demo-002
+          type: kubernetes
+          difficulty: easy
+          desc: Add readiness probes to the payments Deployment so rollouts stop sending traffic to cold pods.
+          expected_outputs: [readinessProbe, livenessProbe, rollout]
+          rubric:
+            - {id: aa, description: A first criterion that holds., weight: 1, check: {concept: [readiness]}}
+            - {id: bb, description: A second criterion that holds., weight: 1, check: {yaml: "kind==Deployment"}}
+            - {id: cc, description: A third criterion that holds., weight: 1, check: {concept: [liveness]}}
+            - {id: dd, description: A fourth criterion that holds., weight: 1, check: {concept: [rollout]}}
+          reference_answer: |
+            Use HTTP probes on /healthz.
+        """), encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "core.cli.main", "tasks", "validate", str(path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"warning: {path}:8:" in result.stderr and "'Deployment' is read as a field name" not in result.stderr
+    assert "`Deployment` is read as a field name" in result.stderr and "ok: 1 tasks valid" in result.stdout

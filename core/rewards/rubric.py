@@ -108,9 +108,10 @@ def _tally(items: list, find) -> Outcome:
 
 def _truthy(value: Any) -> bool:
     """JMESPath's truth, except that a list of only false values (`[[], null]`, what a projection over
-    documents without a match returns) is no match either."""
+    documents without a match returns) is no match either; an empty mapping in a list is an item that was
+    selected (`ingress: [{}]`, the allow-all rule), so `[{}]` is a match."""
     if isinstance(value, list):
-        return any(map(_truthy, value))
+        return any(isinstance(item, dict) or _truthy(item) for item in value)
     return value not in (None, False, {}, "")
 
 
@@ -132,10 +133,29 @@ class QueryCheck:
             f"no {self.source.upper()} document has `{query[0]}`"))
 
 
+@lru_cache(maxsize=1)
+def _jmespath_options():
+    """JMESPath options whose functions answer null instead of raising on a value of the wrong type, so
+    `steps[?starts_with(run, 'make')]` skips a step without `run` rather than failing the whole query, and
+    `values(jobs)` on a document without `jobs` is null."""
+    import jmespath
+    from jmespath import exceptions, functions
+
+    class TolerantFunctions(functions.Functions):
+        def call_function(self, function_name, resolved_args):
+            try:
+                return super().call_function(function_name, resolved_args)
+            except exceptions.JMESPathTypeError:
+                return None
+
+    return jmespath.Options(custom_functions=TolerantFunctions())
+
+
 def _search(compiled: Any, doc: Any) -> Any:
+    """A query on one document; what still raises on odd data (an arity error) is no match there."""
     try:
-        return compiled.search(doc)
-    except Exception:  # a type error inside a JMESPath function on odd data is "no match"
+        return compiled.search(doc, options=_jmespath_options())
+    except Exception:  # jmespath raises several error types
         return None
 
 
@@ -365,6 +385,80 @@ def _stops_projecting(node: Any) -> bool:
             and children[0].get("type") == "value_projection":
         return True
     return any(_stops_projecting(child) for child in children)
+
+
+_JMESPATH_TYPES = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object",
+                   type(None): "null"}
+_ORDERING = frozenset({"lt", "lte", "gt", "gte"})
+
+
+def query_warnings(text: str, parsed: Any) -> list[str]:
+    """Why a compiled JMESPath query can never select anything, from its syntax tree (empty when it can):
+    `!a.b` (the `!` applies to `a`), a bare CamelCase name compared like a string, an ordering against a
+    string, a function that does not exist, is called with the wrong number of arguments or with a literal
+    of a type it never accepts."""
+    from jmespath.functions import Functions
+
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if not isinstance(node, dict):
+            return
+        kind, children = node.get("type"), node.get("children") or []
+        if kind == "subexpression" and children and isinstance(children[0], dict) and children[0].get("type") == "not_expression":
+            found.append(f"`{text}`: `!` binds tighter than `.`, so `!a.b` is always null; write `!(a.b)`")
+        if kind == "comparator":
+            for side in children:
+                if isinstance(side, dict) and side.get("type") == "field" and str(side.get("value", ""))[:1].isupper() \
+                        and any(isinstance(o, dict) and o.get("type") == "field" and o is not side for o in children):
+                    found.append(f"`{text}`: `{side['value']}` is read as a field name; a string needs quotes: '{side['value']}'")
+            if node.get("value") in _ORDERING and any(isinstance(c, dict) and c.get("type") == "literal"
+                                                      and isinstance(c.get("value"), str) for c in children):
+                found.append(f"`{text}`: <, <=, > and >= compare numbers only; against a string they never hold")
+        if kind == "function_expression":
+            name = node.get("value")
+            spec = Functions.FUNCTION_TABLE.get(name)
+            if spec is None:
+                found.append(f"`{text}`: JMESPath has no function `{name}()`")
+            else:
+                signature = spec["signature"]
+                variadic = bool(signature) and signature[-1].get("variadic")
+                if len(children) < len(signature) or (not variadic and len(children) > len(signature)):
+                    found.append(f"`{text}`: `{name}()` takes {len(signature)} argument(s), got {len(children)}")
+                for argument, expected in zip(children, signature):
+                    accepted = expected.get("types") or []
+                    if isinstance(argument, dict) and argument.get("type") == "literal" and accepted \
+                            and _JMESPATH_TYPES.get(type(argument.get("value"))) not in accepted:
+                        found.append(f"`{text}`: `{name}()` never accepts {argument.get('value')!r} "
+                                     f"({_JMESPATH_TYPES.get(type(argument.get('value')))}; it takes {', '.join(accepted)})")
+        for child in children:
+            walk(child)
+
+    walk(parsed)
+    return list(dict.fromkeys(found))
+
+
+def rubric_warnings(rubric: Any) -> list[tuple[int, str]]:
+    """(criterion index, message) for every yaml/hcl query of a valid rubric that can never match."""
+    found = []
+    for index, item in enumerate(rubric if isinstance(rubric, list) else []):
+        try:
+            check = compile_check(item.get("check"), f"rubric[{index}]") if isinstance(item, Mapping) else None
+        except RubricError:
+            continue
+        for query_check in _query_checks(check):
+            for text, compiled in query_check.queries:
+                found.extend((index, f"rubric[{index}] '{item.get('id')}': {query_check.source} query {message}")
+                             for message in query_warnings(text, compiled.parsed))
+    return found
+
+
+def _query_checks(check: Any) -> list[QueryCheck]:
+    if isinstance(check, AnyOf):
+        return [q for c in check.checks for q in _query_checks(c)]
+    if isinstance(check, ForbidCheck):
+        return _query_checks(check.inner)
+    return [check] if isinstance(check, QueryCheck) else []
 
 
 def _compile_shell(value: Any, where: str) -> ShellCheck:
