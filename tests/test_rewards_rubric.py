@@ -241,6 +241,26 @@ def test_shell_flags_give_partial_credit_and_short_flags_match_in_groups():
     assert one({"shell": "kubectl uncordon"}, answer)["status"] == "failed"
 
 
+def test_shell_subcommands_match_in_any_case():
+    answer = "Compare `redis-cli -h cache-0 INFO replication` on both nodes."
+    assert one({"shell": "redis-cli info replication"}, answer)["status"] == "passed"
+    assert one({"shell": "redis-cli -H"}, answer)["status"] == "partial"  # flags keep their case: -H is not -h
+
+
+def test_cap_limits_what_a_text_only_alternative_earns():
+    check = [{"shell": "redis-cli info replication"}, {"concept": ["replication offset", "master_repl_offset"], "cap": 0.5}]
+    config = "\n\n```yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: redis}\ndata: {maxmemory: 2gb}\n```"
+    task = {"id": "t4", "type": "database_ops", "expected_outputs": ["x"], "rubric": [
+        {"id": "offsets", "description": "Replication offsets are compared before the failover.", "weight": 1, "check": check},
+        {"id": "config", "description": "The Redis configuration is a ConfigMap.", "weight": 1, "check": {"yaml": "kind=='ConfigMap'"}},
+        *FILLER]}
+    prose = score("Compare the replication offset of the replica with the primary's before the failover." + config,
+                  task, validators=False).rubric["criteria"][0]
+    assert prose["score"] == 0.5 and any("at most 0.5" in line for line in prose["evidence"])
+    command = score("Run `redis-cli INFO replication` and compare the replication offset." + config, task, validators=False)
+    assert command.rubric["criteria"][0]["score"] == 1.0
+
+
 def test_dockerfile_instructions_stages_and_final_stage():
     dockerfile = ("```dockerfile\nFROM golang:1.22 AS build\nUSER root\nRUN go build -o /app .\n"
                   "FROM gcr.io/distroless/static:nonroot\nCOPY --from=build /app /app\nUSER 65532\n"
@@ -374,6 +394,9 @@ def rubric_with(check, **extra) -> list[dict]:
     (rubric_with({"shell": "--flag-first"}), "must start with the command name"),
     (rubric_with({"concept": {"all": [["a"], ["b"]], "min": 3}}), "'min' must be a whole number from 1 to 2"),
     (rubric_with({"forbid": {"forbid": {"concept": ["x"]}}}), "a forbid inside a forbid"),
+    (rubric_with({"concept": ["x"], "cap": 0}), "'cap' is the most this concept check may earn"),
+    (rubric_with({"concept": ["x"], "cap": 1.5}), "a number above 0 and at most 1"),
+    (rubric_with({"forbid": {"concept": ["x"]}, "cap": 0.5}), "not on a forbid"),
     (rubric_with({"concept": ["x"]}, weight=0), "must be a number above 0"),
     (rubric_with({"concept": ["x"]}, colour="red"), "unknown key 'colour'"),
     (rubric_with({"concept": ["x"]})[:3], "has 3 criteria, needs 4 to 10"),

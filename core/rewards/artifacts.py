@@ -40,6 +40,11 @@ class Command:
     def name(self) -> str:
         return self.words[0].rsplit("/", 1)[-1] if self.words else ""
 
+    @cached_property
+    def lowered(self) -> tuple[str, ...]:
+        """The words in lower case (the rubric's shell patterns match subcommands in any case)."""
+        return tuple(word.lower() for word in self.words)
+
 
 def _strip_wrappers(words: list[str]) -> list[str]:
     """`sudo -E env A=1 time kubectl x` -> `kubectl x`."""

@@ -58,6 +58,7 @@ class Outcome:
     score: float
     evidence: list[str] = field(default_factory=list)
     grounded: bool = False
+    capped: bool = False  # the rubric's `cap` limited it: its writer has said what this alternative is worth
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -72,7 +73,15 @@ def _loose_pattern(alternative: str) -> re.Pattern:
 
 
 @dataclass
-class ConceptCheck:
+class _Check:
+    """What every single-kind check has: `cap`, the most it may earn (a rubric's `cap: 0.5` on a text-only
+    alternative says "prose gets half")."""
+
+    cap: float = field(default=1.0, kw_only=True)
+
+
+@dataclass
+class ConceptCheck(_Check):
     """Groups of alternative phrases; each group is met by any one of its phrases in substantive text."""
 
     groups: list[list[tuple[str, tuple[str, ...], re.Pattern]]]
@@ -116,7 +125,7 @@ def _truthy(value: Any) -> bool:
 
 
 @dataclass
-class QueryCheck:
+class QueryCheck(_Check):
     """JMESPath queries over the answer's YAML/JSON documents (`yaml`) or merged HCL (`hcl`); each must
     select something (non-empty, not false) in some document."""
 
@@ -160,7 +169,7 @@ def _search(compiled: Any, doc: Any) -> Any:
 
 
 @dataclass
-class SqlCheck:
+class SqlCheck(_Check):
     """Parsed SQL statements: each pattern must appear in one statement (normalised text)."""
 
     patterns: list[tuple[str, str]]
@@ -200,7 +209,8 @@ def _short_group(word: str) -> str:
 
 
 def _has_words(words: tuple[str, ...], wanted: tuple[str, ...]) -> bool:
-    """The command is `wanted[0]` and the other wanted words follow in order (flags may sit between)."""
+    """The command is `wanted[0]` and the other wanted words follow in order (flags may sit between); both
+    in lower case (`redis-cli INFO` is `redis-cli info`)."""
     if not words or words[0].rsplit("/", 1)[-1] != wanted[0]:
         return False
     rest = iter(words[1:])
@@ -208,7 +218,7 @@ def _has_words(words: tuple[str, ...], wanted: tuple[str, ...]) -> bool:
 
 
 @dataclass
-class ShellCheck:
+class ShellCheck(_Check):
     """Parsed shell commands: each pattern is a command (words in order) with the flags it must carry."""
 
     patterns: list[ShellPattern]
@@ -221,7 +231,7 @@ class ShellCheck:
         for pattern in self.patterns:
             best, where = 0.0, None
             for command in commands:
-                if not _has_words(command.words, pattern.words):
+                if not _has_words(command.lowered, pattern.words):
                     continue
                 present = sum(_has_flag(command.words, f) for f in pattern.flags)
                 credit = (1 + present) / (1 + len(pattern.flags))
@@ -248,7 +258,7 @@ class DockerAssertion:
 
 
 @dataclass
-class DockerfileCheck:
+class DockerfileCheck(_Check):
     assertions: list[DockerAssertion]
 
     def run(self, view: _View) -> Outcome:
@@ -272,7 +282,7 @@ def _docker_hit(a: DockerAssertion, instructions: list[tuple[str, str]]) -> str 
 
 
 @dataclass
-class PatternCheck:
+class PatternCheck(_Check):
     """Regexes searched in valid code blocks and substantive prose (a negated mention does not count)."""
 
     regexes: list[tuple[str, re.Pattern]]
@@ -307,6 +317,10 @@ def _run(check: Any, view: _View) -> Outcome:
     if not isinstance(check, AnyOf):  # alternatives keep the grounding of the one that won
         textual = isinstance(check, (ConceptCheck, PatternCheck)) and not outcome.grounded
         outcome.grounded = outcome.score > 0 and not textual
+    cap = getattr(check, "cap", 1.0)
+    if outcome.score > cap:
+        outcome.score, outcome.capped = cap, True
+        outcome.evidence.append(f"at most {cap:g}: the rubric caps this alternative")
     return outcome
 
 
@@ -465,7 +479,7 @@ def _compile_shell(value: Any, where: str) -> ShellCheck:
     patterns = []
     for text in _strings(value, where, "shell (a command such as 'kubectl drain --ignore-daemonsets')"):
         parts = text.split()
-        words = tuple(p for p in parts if not p.startswith("-"))
+        words = tuple(p.lower() for p in parts if not p.startswith("-"))
         flags = tuple(p for p in parts if p.startswith("-"))
         if not parts or parts[0].startswith("-"):
             raise RubricError(f"{where}: shell pattern {text!r} must start with the command name")
@@ -517,16 +531,28 @@ def compile_check(spec: Any, where: str, *, inside_forbid: bool = False) -> Any:
         if not spec:
             raise RubricError(f"{where}: an empty list of checks; give at least one")
         return AnyOf([compile_check(s, f"{where}[{i}]", inside_forbid=inside_forbid) for i, s in enumerate(spec)])
-    if not isinstance(spec, Mapping) or len(spec) != 1:
-        got = sorted(map(str, spec)) if isinstance(spec, Mapping) else type(spec).__name__
-        raise RubricError(f"{where}: a check is a mapping with exactly one kind ({', '.join(CHECK_KINDS)}), "
-                          f"or a list of them; got {got}")
-    ((kind, value),) = spec.items()
+    cap = spec.get("cap") if isinstance(spec, Mapping) else None
+    kinds = {k: v for k, v in spec.items() if k != "cap"} if isinstance(spec, Mapping) else spec
+    if not isinstance(kinds, Mapping) or len(kinds) != 1:
+        got = sorted(map(str, kinds)) if isinstance(kinds, Mapping) else type(spec).__name__
+        raise RubricError(f"{where}: a check is a mapping with exactly one kind ({', '.join(CHECK_KINDS)}) and an "
+                          f"optional 'cap', or a list of them; got {got}")
+    ((kind, value),) = kinds.items()
     if kind not in CHECK_KINDS:
         from core.errors import did_you_mean
 
         raise RubricError(f"{where}: unknown check kind '{kind}' (one of {', '.join(CHECK_KINDS)}){did_you_mean(str(kind), CHECK_KINDS)}")
-    where = f"{where}: {kind}"
+    check = _compile_kind(kind, value, f"{where}: {kind}", inside_forbid)
+    if "cap" in spec:
+        if kind == "forbid" or isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap <= 1:
+            raise RubricError(f"{where}: 'cap' is the most this {kind} check may earn, a number above 0 and at most 1 "
+                              f"(e.g. 0.5: prose gets half), and not on a forbid; got {cap!r}")
+        check.cap = float(cap)
+    return check
+
+
+def _compile_kind(kind: str, value: Any, where: str, inside_forbid: bool) -> Any:
+    """The runnable check of one kind."""
     if kind == "concept":
         return _compile_concept(value, where)
     if kind in ("yaml", "hcl"):
@@ -745,7 +771,7 @@ def evaluate(criteria: Sequence[Criterion], artifacts: Artifacts, segments: list
     for criterion, outcome in zip(criteria, outcomes):
         value = outcome.score
         if structural and not grounded and not criterion.forbidden and value > 0:
-            if _asks_artifact(criterion.check):
+            if _asks_artifact(criterion.check) and not outcome.capped:
                 why = "this criterion asks for an artifact and no artifact check of this rubric passed"
             else:
                 if about is None:
