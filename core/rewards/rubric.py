@@ -661,7 +661,9 @@ class _View:
         # Inside a `forbid`, a warning ("never use --force") is not a violation; elsewhere a negated mention
         # still counts ("Kyverno rejects privileged pods" is what a guardrail criterion asks for).
         self.in_forbid = False
-        self.segments = [s for s in segments if s.substantive and s.kind != "heading"
+        # a heading counts when it heads a real section: a postmortem written as `## Timeline` sections has
+        # its section names there; a heading over one stock sentence (a hack's template) does not count
+        self.segments = [s for s in segments if (s.section if s.kind == "heading" else s.substantive)
                          and not _dense(s, concept_keys)]
 
     def find_concept(self, group) -> tuple[str, Segment] | None:

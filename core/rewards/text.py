@@ -130,6 +130,7 @@ class Segment:
     reason: str = ""  # why it does not count ("bare list", "too short", "no prose words", "broken code")
     block: BlockReport | None = None
     supported: bool = False  # a heading with real content under it (counts for expected outputs)
+    section: bool = False  # a heading over a section: two or more segments, one substantive (rubric checks see it)
     hits: list[tuple[str, str]] = field(default_factory=list)  # (dimension, signal) rubric matches
     covered: int = 0  # tokens covered by rubric matches
     stops: int = 0  # function words (prose has them; keyword strings do not)
@@ -237,8 +238,13 @@ def analyse(answer: str) -> Analysis:
         if comments:  # comments are prose: they count only as real sentences, like the text around
             _add_prose(analysis, comments)
     following = None
+    under, real = 0, False  # segments under the heading being read (bottom-up), and whether one is substantive
     for segment in reversed(analysis.segments):
         if segment.kind == "heading":
             segment.supported = following is not None and following.substantive
+            segment.section = under >= 2 and real
+            under, real = 0, False
+        else:
+            under, real = under + 1, real or segment.substantive
         following = segment
     return analysis
