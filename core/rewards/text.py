@@ -7,6 +7,7 @@ Signals only count inside substantive segments, so a bare list of buzzwords earn
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -130,7 +131,7 @@ class Segment:
     reason: str = ""  # why it does not count ("bare list", "too short", "no prose words", "broken code")
     block: BlockReport | None = None
     supported: bool = False  # a heading with real content under it (counts for expected outputs)
-    section: bool = False  # a heading over a section: two or more segments, one substantive (rubric checks see it)
+    section: bool = False  # a heading over real content, not one stock line (rubric checks see it)
     hits: list[tuple[str, str]] = field(default_factory=list)  # (dimension, signal) rubric matches
     covered: int = 0  # tokens covered by rubric matches
     stops: int = 0  # function words (prose has them; keyword strings do not)
@@ -238,11 +239,14 @@ def analyse(answer: str) -> Analysis:
         if comments:  # comments are prose: they count only as real sentences, like the text around
             _add_prose(analysis, comments)
     following = None
+    # A heading heads a section when what is under it is real: two or more segments, one substantive, or one
+    # substantive segment that is not a stock line repeated under other headings ("handled following best practices").
+    repeated = Counter(s.text for s in analysis.segments if s.kind != "heading")
     under, real = 0, False  # segments under the heading being read (bottom-up), and whether one is substantive
     for segment in reversed(analysis.segments):
         if segment.kind == "heading":
             segment.supported = following is not None and following.substantive
-            segment.section = under >= 2 and real
+            segment.section = real and (under >= 2 or repeated[following.text] == 1)
             under, real = 0, False
         else:
             under, real = under + 1, real or segment.substantive
