@@ -204,6 +204,22 @@ def test_repetition_of_paragraphs(probe_task):
     assert any("repeats" in line for line in result.evidence["repetition"])
 
 
+def test_code_that_repeats_its_own_structure_is_not_repetition():
+    windows = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+    rules = "\n".join(
+        f"      - record: slo:sli_error:ratio_rate{w}\n"
+        f"        expr: sum(rate(http_requests_total{{job=\"checkout\",code=~\"5..\"}}[{w}])) / sum(rate(http_requests_total{{job=\"checkout\"}}[{w}]))\n"
+        f"        labels: {{slo: checkout-availability, team: payments}}" for w in windows)
+    answer = ("Recording rules for the multi-window burn-rate alerts of the checkout SLO:\n\n```yaml\ngroups:\n"
+              "  - name: checkout-slo\n    rules:\n" + rules + "\n```\n\nThe page alert pairs 5m with 1h at 14.4x burn.")
+    result = score(answer, {"type": "observability", "expected_outputs": ["recording rules"]}, validators=False)
+    assert result.penalties["repetition"] == 0.0, result.evidence["repetition"]
+    block = answer[answer.index("```yaml"):answer.index("```\n\nThe") + 3]
+    pasted = score(answer + "\n\n" + "\n\n".join([block] * 3), {"type": "observability", "expected_outputs": ["x"]},
+                   validators=False)
+    assert pasted.penalties["repetition"] > 0.3 and any("pasted again" in line for line in pasted.evidence["repetition"])
+
+
 def test_degenerate_text(probe_task):
     for garbage in ("a" * 2000, "lorem " * 400, "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo" * 40, "!@#$%^&*() 123 " * 100):
         result = score(garbage, probe_task)
