@@ -181,6 +181,14 @@ def test_hcl_query_reads_resources_by_type_and_name():
     assert partial["score"] == 0.5
 
 
+def test_import_moved_and_removed_blocks_stay_countable():
+    adopt = ("```hcl\nimport {\n  to = aws_s3_bucket.logs\n  id = \"logs-bucket\"\n}\nimport {\n  to = aws_s3_bucket.data\n"
+             "  id = \"data-bucket\"\n}\n```\n\n```hcl\nimport {\n  to = aws_s3_bucket.audit\n  id = \"audit-bucket\"\n}\n"
+             "removed {\n  from = aws_instance.legacy\n  lifecycle {\n    destroy = false\n  }\n}\n```")
+    assert one({"hcl": ["length(import) == `3`", "import[?id == 'data-bucket']",
+                        "removed[].lifecycle[] | [?destroy == `false`]"]}, adopt)["status"] == "passed"
+
+
 def test_sql_matches_parsed_statements_only():
     sql = "```sql\nSET lock_timeout = '5s';\n-- CREATE INDEX in a comment does not count\nCREATE INDEX CONCURRENTLY idx_orders_user\n  ON orders (user_id);\n```\n"
     assert one({"sql": ["SET lock_timeout", "CREATE INDEX CONCURRENTLY idx_orders_user ON orders (user_id)"]}, sql)["status"] == "passed"

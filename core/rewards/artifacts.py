@@ -256,11 +256,17 @@ def _merge(into: dict, other: dict) -> None:
             into[key] = value
 
 
+# Top-level blocks without labels that a module repeats (`import {}` per adopted resource): a list, one item
+# each, so they stay countable (`length(import)`, `import[].to`); labelled blocks merge by type and name.
+REPEATED_HCL_BLOCKS = frozenset({"import", "moved", "removed"})
+
+
 @lru_cache(maxsize=1024)
 def parse_hcl(body: str) -> dict | None:
-    """An HCL block as plain data: `{"resource": {"aws_s3_bucket": {"logs": {...}}}, "variable": {...}}`
-    (top-level blocks merged by type and name; repeated nested blocks such as `ingress` stay lists).
-    None when it does not parse; ImportError when python-hcl2 is not installed."""
+    """An HCL block as plain data: `{"resource": {"aws_s3_bucket": {"logs": {...}}}, "variable": {...},
+    "import": [{...}, {...}]}` (labelled top-level blocks merged by type and name; `import`, `moved` and
+    `removed` blocks and repeated nested blocks such as `ingress` stay lists). None when it does not parse;
+    ImportError when python-hcl2 is not installed."""
     import hcl2
 
     try:
@@ -269,7 +275,9 @@ def parse_hcl(body: str) -> dict | None:
         return None
     doc: dict = {}
     for key, value in _unquote(raw).items():
-        if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        if key in REPEATED_HCL_BLOCKS and isinstance(value, list):
+            doc[key] = value
+        elif isinstance(value, list) and all(isinstance(v, dict) for v in value):
             merged: dict = {}
             for item in value:
                 _merge(merged, item)
@@ -362,7 +370,10 @@ class Artifacts:
                 self.missing.add("python-hcl2")
                 return None
             if doc is not None:
-                _merge(merged, doc)
+                repeated = {key: doc[key] for key in REPEATED_HCL_BLOCKS if key in doc}
+                _merge(merged, {key: value for key, value in doc.items() if key not in repeated})
+                for key, blocks in repeated.items():
+                    merged[key] = [*merged.get(key, []), *blocks]
                 found = True
         return merged if found else None
 
