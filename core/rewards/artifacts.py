@@ -287,6 +287,21 @@ def parse_hcl(body: str) -> dict | None:
     return doc
 
 
+class _DebugLevel(logging.Filter):
+    """Turns a record into a DEBUG one: it reaches the log file, never the console."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+
+@lru_cache(maxsize=1)
+def quiet_sqlglot() -> None:
+    """sqlglot warns about every statement it reads as a generic Command ("contains unsupported syntax"):
+    expected for answers in many dialects, so its messages go to the log file as DEBUG, not to stderr."""
+    logging.getLogger("sqlglot").addFilter(_DebugLevel())
+
+
 def normalise_sql(text: str) -> str:
     """Upper case, single spaces, no spaces around punctuation: how SQL statements and patterns compare."""
     return _SQL_SPACES.sub(r"\1", " ".join(text.upper().split())).rstrip(";")
@@ -299,7 +314,7 @@ def parse_sql(body: str) -> tuple[tuple[str, str], ...]:
     import sqlglot
     from sqlglot.errors import SqlglotError
 
-    logging.getLogger("sqlglot").setLevel(logging.ERROR)  # it warns about every dialect-specific statement
+    quiet_sqlglot()
     script = "\n".join(ln for ln in body.splitlines() if not ln.lstrip().startswith("\\"))
     script = "\n".join(ln.split("--", 1)[0] if "--" in ln and "'" not in ln else ln for ln in script.splitlines())
     out = []

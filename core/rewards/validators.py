@@ -211,8 +211,9 @@ def _sql(blocks: list[Block]) -> list[list[Finding]]:
     import sqlglot
     from sqlglot.errors import SqlglotError
 
-    logging.getLogger("sqlglot").setLevel(logging.ERROR)  # it warns about every dialect-specific statement
+    from core.rewards.artifacts import quiet_sqlglot
 
+    quiet_sqlglot()
     out = []
     for block in blocks:
         script = "\n".join(ln for ln in block.body.splitlines() if not ln.lstrip().startswith("\\"))
