@@ -329,6 +329,27 @@ def test_section_headings_over_real_content_count_for_structure():
     assert one(check, stock)["status"] == "failed"  # a heading over one stock sentence is a template
 
 
+@pytest.mark.parametrize("concepts, answer", [
+    (["escalated", "never auto-contained"], "- Production: escalated, never auto-contained."),
+    (["grype"], "Scanners: `trivy`, `grype` and `syft`."),
+    (["burn rate"], "- Page on burn rate.\n- Ticket on slow budget spend."),
+    (["git revert"], "**Rollback:** `git revert` of the merge commit."),
+])
+def test_terse_facts_count(concepts, answer):
+    assert one({"concept": concepts}, answer)["status"] == "passed"
+
+
+@pytest.mark.parametrize("answer", [
+    "Kyverno, Gatekeeper and OPA",                                       # a list, not a statement
+    "- Use Kyverno.\n- Use Gatekeeper.\n- Use admission webhooks.",     # one shape three times: a list in disguise
+    "Tooling: Kyverno.\nTooling: Gatekeeper.\nTooling: admission webhooks.",
+    "Policies: Kyverno, Gatekeeper, OPA, Kubewarden, jsPolicy.",         # a label over a long list
+    "We enforce all of it with\nthe Kyverno engine.",                   # a piece of a hard-wrapped sentence
+])
+def test_terse_keyword_lists_still_do_not_count(answer):
+    assert one({"concept": ["Kyverno", "Gatekeeper"]}, answer)["status"] == "failed"
+
+
 def test_concepts_match_across_case_separators_and_plurals():
     assert one({"concept": ["readinessProbe"]}, "Each pod gets readiness probes on /readyz so traffic waits.")["status"] == "passed"
 
