@@ -282,8 +282,9 @@ def excellent_answers() -> dict[str, dict[str, str]]:
     return out
 
 
-def audit(tasks: list[Any], *, score: Callable[[str, Any], Any] | None = None) -> AuditReport:
-    """Score every hack, the plain answer and the excellent answers on every task that has a rubric."""
+def audit(tasks: list[Any], *, score: Callable[[str, Any], Any] | None = None, pool: list[Any] | None = None) -> AuditReport:
+    """Score every hack, the plain answer and the excellent answers on every task that has a rubric; `pool`
+    (default: `tasks`) is where "another task's reference" comes from."""
     if score is None:
         from core.rewards import score as score_fn
 
@@ -300,7 +301,7 @@ def audit(tasks: list[Any], *, score: Callable[[str, Any], Any] | None = None) -
         plain = score(_plain(task), task)
         row = Row(task.id, reference, plain, {})
         for name, make in HACKS.items():
-            answer = make(task, tasks)
+            answer = make(task, tasks if pool is None else pool)
             if answer:
                 row.hacks[name] = score(answer, task)
         for name, answer in excellent.get(task.id, {}).items():
