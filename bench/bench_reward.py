@@ -83,7 +83,7 @@ def synthetic_answers(count: int = 400, seed: int = 0) -> list[str]:
         while sum(map(len, parts)) < target:
             roll = rng.random()
             if roll < 0.25:
-                parts.append(rng.choice(blocks)(rng, name))
+                parts.append("\n\n" + rng.choice(blocks)(rng, name) + "\n")  # a fence opens its own line
             elif roll < 0.35:
                 parts.append(f"\n**{rng.choice(['Verify', 'Rollback', 'Monitoring', 'Security', 'Why'])}:** ")
             else:

@@ -233,13 +233,15 @@ def _parse_yaml(body: str, report: BlockReport) -> None:
 
     if "{{" in body or "{%" in body:
         return  # a Helm/Jinja template: not YAML until rendered
-    try:
-        docs = [d for d in yaml.load_all(body, Loader=yaml_loader()) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at block line {mark.line + 1}" if mark is not None else ""
-        report.problems.append(f"yaml does not parse{where}: {getattr(exc, 'problem', None) or 'syntax error'}")
-        return
+    docs = yaml_documents(body)  # parsed once, shared with the rubric's checks
+    if not docs:  # broken or empty: parse again (rare) for the reason
+        try:
+            docs = [d for d in yaml.load_all(body, Loader=yaml_loader()) if d is not None]
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at block line {mark.line + 1}" if mark is not None else ""
+            report.problems.append(f"yaml does not parse{where}: {getattr(exc, 'problem', None) or 'syntax error'}")
+            return
     if not docs:
         report.problems.append("yaml block is empty")
         return
