@@ -97,14 +97,34 @@ def _best_of(repeats: int, measure) -> float:
     return max(measure() for _ in range(repeats))
 
 
+# Caches keyed by an answer's content (a block, a script, a span): cleared before each timed run, so every run
+# parses as fresh rollouts would. Per-process caches (compiled rubrics, stems, loaders) stay warm, as in training.
+ANSWER_CACHES = ("_yaml_findings", "yaml_documents", "dockerfile_instructions", "parse_shell", "parse_hcl", "parse_sql",
+                 "looks_like_command", "_one_line", "_bash_parses")
+
+
+def _answer_caches() -> list:
+    """The answer-content caches of the `core.rewards` modules now imported (whichever build that is)."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        if name.startswith("core.rewards.") and module is not None:
+            found.extend(getattr(module, attr) for attr in ANSWER_CACHES if hasattr(getattr(module, attr, None), "cache_clear"))
+    return list({id(f): f for f in found}.values())
+
+
+def _fresh(caches: list) -> None:
+    for cache in caches:
+        cache.cache_clear()
+
+
 def _throughput(pairs: list[tuple[str, object]]) -> float:
     """Parsing and rubric tier: CPU time per answer on one core, no external validators."""
     from core.rewards import score
-    from core.rewards.code_blocks import _yaml_findings, yaml_documents
+
+    caches = _answer_caches()
 
     def once() -> float:
-        _yaml_findings.cache_clear()  # every run parses its YAML, as fresh rollouts would
-        yaml_documents.cache_clear()
+        _fresh(caches)  # every run parses as fresh rollouts would
         started = time.process_time()
         for answer, task in pairs:
             score(answer, task, validators=False)
@@ -229,16 +249,18 @@ def run() -> list[dict]:
 
 
 def _score_of(root: Path):
-    """`score` and the YAML cache of the `core` package under `root` (imported afresh)."""
+    """`score` and the answer-content caches of the `core` package under `root` (imported afresh, every
+    module the reward uses loaded before the caches are collected)."""
     for name in [m for m in sys.modules if m == "core" or m.startswith("core.")]:
         del sys.modules[name]
     sys.path.insert(0, str(root))
     try:
         from core.rewards import score
-        from core.rewards.code_blocks import _yaml_findings
+
+        score(WARM_UP, {"type": "kubernetes", "expected_outputs": ["x"]})
     finally:
         sys.path.remove(str(root))
-    return score, _yaml_findings
+    return score, _answer_caches()
 
 
 def _rules_only(score):
@@ -276,8 +298,8 @@ def compare(revision: str, rounds: int = 4) -> list[dict]:
         for figure, data in data_sets:
             spent = {"old": 0.0, "new": 0.0}
             for rnd in range(rounds):
-                for _, cache in builds.values():
-                    cache.cache_clear()
+                for _, caches in builds.values():
+                    _fresh(caches)
                 for start in range(0, len(data), 10):
                     for name in ("old", "new") if (start // 10 + rnd) % 2 == 0 else ("new", "old"):
                         score = builds[name][0]
