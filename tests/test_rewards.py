@@ -336,3 +336,81 @@ def test_keywords_hidden_in_code_do_not_count(where, probe_task):
     result = score("Here is the plan for the team, with the config below.\n\n" + block, probe_task)
     assert result.penalties["keyword_stuffing"] > 0.2, result.evidence["keyword_stuffing"]
     assert result.final_reward < 0.1
+
+
+SHELL_SCRIPTS = [
+    "set -euo pipefail\nfor i in $(seq 1 5); do\n  curl -fsS https://x/healthz && break\n  sleep 0\ndone",
+    "if [ -f x ]; then echo a; elif [ -d y ]; then echo b; else echo c; fi",
+    "while read -r n; do kubectl drain \"$n\" --ignore-daemonsets; done < nodes.txt",
+    "NODES=$(kubectl get nodes -o name | grep worker)\necho \"$(date) start\" | tee -a log 2>&1",
+    "for n in $(kubectl get nodes -o name); do\n  if kubectl describe \"$n\" | grep -q Ready; then\n    echo \"$n ok\"\n  fi\ndone",
+    "docker build -t app:${{ github.sha }} . && docker push app:${{ github.sha }}",
+    "export KUBECONFIG=$(mktemp) X=${Y:-z}; echo 'single \"double\"' \"a\\\"b\" \\$HOME >&2",
+    "POD=$(kubectl get pods -o jsonpath='{.items[0].metadata.name}')\nkubectl logs \"$POD\" > \"logs/$(date +%s).txt\"",
+]
+
+
+def _bashlex_split(text: str):
+    import bashlex
+
+    from core.rewards.artifacts import _walk_bash
+
+    commands, pipelines = [], []
+    for node in bashlex.parse(text):
+        _walk_bash(node, commands, pipelines)
+    return ([tuple(c) for c in commands if c], [tuple(map(tuple, p)) for p in pipelines if len(p) > 1])
+
+
+def _fast_split(text: str):
+    from core.rewards import shell
+
+    commands, pipelines = shell.split(text)
+    return ([tuple(c) for c in commands if c], [tuple(map(tuple, p)) for p in pipelines if len(p) > 1])
+
+
+@pytest.mark.parametrize("script", SHELL_SCRIPTS)
+def test_the_fast_shell_splitter_gives_bashlex_s_commands(script):
+    assert _fast_split(script) == _bashlex_split(script)
+
+
+def test_the_fast_shell_splitter_agrees_with_bashlex_on_random_scripts():
+    """Where the splitter accepts a script, bashlex parses it to the same commands; the rest goes to bashlex."""
+    import random
+
+    from core.rewards import shell
+
+    rng = random.Random(7)
+    words = ["kubectl", "get", "-n", "prod", "$x", '"$x"', "'a b'", "${V:-d}", "a=b", "--k=v", "$(date)", '"$(date +%s)"',
+             "x$(echo y)z", "\\$HOME", "10", "done", "then", "fi", "if", "do", "in", "for", "a#b", "{}", "}", "$(a | b)",
+             '"$(a && b)"', "$(kubectl get pods -o jsonpath='{.a}')", '"a $(b "c d") e"', "${{ g.s }}"]
+    redirects = ["> out", "2>&1", "< in", ">> log", "&> all", ">&2"]
+
+    def command() -> str:
+        parts = [rng.choice(words) for _ in range(rng.randint(1, 4))]
+        if rng.random() < 0.2:
+            parts.append(rng.choice(redirects))
+        return " ".join(parts)
+
+    def block(depth: int = 0) -> str:
+        out = []
+        for _ in range(rng.randint(1, 3)):
+            roll = rng.random()
+            if depth < 2 and roll < 0.15:
+                out.append(f"if {command()}; then\n{block(depth + 1)}\nfi")
+            elif depth < 2 and roll < 0.3:
+                out.append(f"for i in {command()}; do\n{block(depth + 1)}\ndone")
+            else:
+                out.append(command())
+            out.append(rng.choice([" ; ", " && ", " || ", " | ", " & ", "\n"]))
+        return "".join(out[:-1])
+
+    accepted = 0
+    for _ in range(600):
+        script = block()
+        try:
+            fast = _fast_split(script)
+        except shell.Unsupported:
+            continue
+        accepted += 1
+        assert fast == _bashlex_split(script), script
+    assert accepted > 100

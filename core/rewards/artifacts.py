@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
 
+from core.rewards import shell
 from core.rewards.code_blocks import ARITHMETIC, BlockReport, dockerfile_instructions, yaml_documents
 from core.rewards.text import Analysis
 
@@ -170,12 +171,17 @@ def parse_shell(script: str) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[t
     if not _COMPOUND.search("\n".join(lines)):
         # no loops, conditions, functions, substitutions or here-documents: a line splits as bash would
         return _line_by_line(lines, _simple_commands)
+    text = ARITHMETIC.sub("0", "\n".join(lines))
+    try:
+        return _frozen(*shell.split(text))  # if/for/while and $(...): split as bashlex would, fifty times faster
+    except shell.Unsupported:
+        pass
     import bashlex
 
     commands: list[list[str]] = []
     pipelines: list[list[list[str]]] = []
     try:
-        for node in bashlex.parse(ARITHMETIC.sub("0", "\n".join(lines))):
+        for node in bashlex.parse(text):
             _walk_bash(node, commands, pipelines)
     except Exception:  # bashlex raises its own errors and others on odd input
         return _line_by_line(lines, _shlex_commands)

@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from core.rewards import shell
+
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+#.\-]*)")
 _LANGS = {
     "yaml": "yaml", "yml": "yaml", "k8s": "yaml",
@@ -323,15 +325,23 @@ def _shell_count(word_pattern: tuple[str, re.Pattern], code: str) -> int:
 ARITHMETIC = re.compile(r"\$\(\((?:[^()]|\([^()]*\))*\)\)")
 
 
+@lru_cache(maxsize=1024)
 def _bash_parses(code: str) -> bool:
-    """Does bashlex parse the script (`$((...))`, which it does not implement, read as a number)? False when
-    bashlex is not installed."""
+    """Does bashlex parse the script (`$((...))`, which it does not implement, read as a number)? The fast
+    splitter answers first: what it accepts, bashlex accepts. False when bashlex is not installed."""
+    text = ARITHMETIC.sub("0", code)
+    if "\\\n" not in text:
+        try:
+            shell.split(text)
+            return True
+        except shell.Unsupported:
+            pass
     try:
         import bashlex
     except ImportError:
         return False
     try:
-        bashlex.parse(ARITHMETIC.sub("0", code))
+        bashlex.parse(text)
     except Exception:  # bashlex raises its own errors and others on odd input
         return False
     return True
