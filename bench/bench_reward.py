@@ -142,21 +142,43 @@ def _score_chunk(chunk: list[tuple[str, dict]]) -> float:
     return time.perf_counter() - started
 
 
-def _validator_tier(pairs: list[tuple[str, object]]) -> float:
-    """Fresh answers per second on WORKERS processes, every validator on, in batches of 32 (a GRPO step's
-    rollouts spread over the pool): wall time, after one warm-up batch per worker."""
+def _use_build(root: str) -> None:
+    """Pool initializer: this worker scores with the `core` package under `root` (imported now, before the
+    bench module puts this tree first on the path)."""
+    sys.path.insert(0, root)
+    import core.rewards  # noqa: F401  (the import is the point)
+
+
+def _validator_pool(root: str | None = None):
+    """WORKERS spawned processes (of the build under `root`, default this tree), warmed up: imports and
+    validator start-up once per worker."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    pool = ProcessPoolExecutor(max_workers=WORKERS, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_use_build if root else None, initargs=(root,) if root else ())
+    warm = [[(f"```bash\nset -euo pipefail\necho warm {w}\n```", {"type": "kubernetes", "expected_outputs": ["x"]})]
+            for w in range(WORKERS)]
+    list(pool.map(_score_chunk, warm))
+    return pool
+
+
+def _validator_wall(pool, pairs: list[tuple[str, object]]) -> float:
+    """Seconds the pool takes for fresh answers with every validator, in batches of 32 (a GRPO step's rollouts
+    spread over the pool)."""
     jobs = [(answer, task.to_dict()) for answer, task in pairs]
-    chunks = [jobs[i:i + 32] for i in range(0, len(jobs), 32)]
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=WORKERS, mp_context=context) as pool:
-        warm = [[(f"```bash\nset -euo pipefail\necho warm {w}\n```", jobs[0][1])] for w in range(WORKERS)]
-        list(pool.map(_score_chunk, warm))  # imports and validator start-up, once per worker
-        started = time.perf_counter()
-        list(pool.map(_score_chunk, chunks))
-        return len(jobs) / (time.perf_counter() - started)
+    started = time.perf_counter()
+    list(pool.map(_score_chunk, [jobs[i:i + 32] for i in range(0, len(jobs), 32)]))
+    return time.perf_counter() - started
+
+
+def _validator_tier(pairs: list[tuple[str, object]]) -> float:
+    """Fresh answers per second on WORKERS processes, every validator on: wall time, after a warm-up."""
+    pool = _validator_pool()
+    try:
+        return len(pairs) / _validator_wall(pool, pairs)
+    finally:
+        pool.shutdown()
 
 
 def _validator_costs(answers: list[str]) -> list[dict]:
@@ -311,7 +333,27 @@ def compare(revision: str, rounds: int = 4) -> list[dict]:
             rows.append({"benchmark": "reward", "figure": f"answers/s, {figure}", "value": round(new, 1),
                          "unit": "answers/s", "peer": round(old, 1), "yardstick": f"same run at {revision}",
                          "ratio": round(new / old, 2), "goal": "> 1"})
+        rows.append(_compare_validator_tier(old_root, revision))
     return rows
+
+
+def _compare_validator_tier(old_root: str, revision: str, rounds: int = 2, count: int = 128) -> dict:
+    """The validator tier of both builds side by side: one warm pool each, the same fresh answers per round
+    (new ones every round, so no validator cache helps), the order alternating."""
+    pools = {"old": _validator_pool(old_root), "new": _validator_pool()}
+    spent = {"old": 0.0, "new": 0.0}
+    try:
+        for rnd in range(rounds):
+            pairs = _rubric_pairs(synthetic_answers(count=count, seed=100 + rnd))[0]
+            for name in ("old", "new") if rnd % 2 == 0 else ("new", "old"):
+                spent[name] += _validator_wall(pools[name], pairs)
+    finally:
+        for pool in pools.values():
+            pool.shutdown()
+    old, new = (rounds * count / spent[name] for name in ("old", "new"))
+    return {"benchmark": "reward", "figure": f"validator tier, fresh answers/s on {WORKERS} processes (all validators)",
+            "value": round(new, 1), "unit": "answers/s", "peer": round(old, 1), "yardstick": f"same run at {revision}",
+            "ratio": round(new / old, 2), "goal": "> 1"}
 
 
 if __name__ == "__main__":
