@@ -9,6 +9,7 @@ import base64
 import binascii
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -18,13 +19,14 @@ from core.rewards.text import Analysis
 
 # ---- secrets --------------------------------------------------------------------------------------
 
-# Credentials recognisable by their format, wherever they appear.
+# Credentials recognisable by their format, wherever they appear; each with the literal text every match
+# holds (a quick test before the regex scans the answer).
 _TOKENS = [
-    ("AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("private key", re.compile(r"-----BEGIN (?:RSA |EC |OPENSSH |DSA |ENCRYPTED )?PRIVATE KEY-----")),
-    ("API token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,}|sk-(?:proj-)?[A-Za-z0-9]{20,}|"
-                             r"xox[baprs]-[A-Za-z0-9-]{10,}|glpat-[A-Za-z0-9_-]{20}|sk_live_[A-Za-z0-9]{16,}|"
-                             r"AIza[0-9A-Za-z_-]{35})\b")),
+    ("AWS access key id", ("AKIA", "ASIA"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("private key", ("PRIVATE KEY",), re.compile(r"-----BEGIN (?:RSA |EC |OPENSSH |DSA |ENCRYPTED )?PRIVATE KEY-----")),
+    ("API token", ("gh", "sk-", "xox", "glpat-", "sk_live_", "AIza"),
+     re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,}|sk-(?:proj-)?[A-Za-z0-9]{20,}|"
+                r"xox[baprs]-[A-Za-z0-9-]{10,}|glpat-[A-Za-z0-9_-]{20}|sk_live_[A-Za-z0-9]{16,}|AIza[0-9A-Za-z_-]{35})\b")),
 ]
 # A name holds a secret when a secret word is its head, the last word: DB_PASSWORD, apiKey, client_secret,
 # GITHUB_TOKEN. A secret word earlier in the name only qualifies the head: secretProviderClass, token_policies,
@@ -62,6 +64,7 @@ def _literal_secret(value: Any) -> bool:
     return len(value) >= 16 or not (value.isalpha() and value.islower())
 
 
+@lru_cache(maxsize=8192)
 def _secret_name(name: Any) -> bool:
     """DB_PASSWORD, apiKey, client_secret, PGPASSWORD; not secretName, PASSWORD_FILE, secretProviderClass,
     token_policies, or an annotation/claim key with dots."""
@@ -160,11 +163,13 @@ def find_secrets(analysis: Analysis, artifacts: Artifacts) -> list[str]:
     with a literal value in the parsed artifacts."""
     found: list[str] = []
     text = analysis.answer
-    for label, pattern in _TOKENS:
+    for label, literals, pattern in _TOKENS:
+        if not any(literal in text for literal in literals):
+            continue
         for match in pattern.finditer(text):
             if "EXAMPLE" not in match.group(0):
                 found.append(f"{label}: \"{match.group(0)[:12]}…\"")
-    for match in _URL_CREDENTIALS.finditer(text):
+    for match in _URL_CREDENTIALS.finditer(text) if "://" in text and "@" in text else ():
         if _literal_secret(match.group("value")):
             found.append(f"password in URL: \"{match.group(0)[:40]}\"")
     for label, doc in artifacts.documents:
