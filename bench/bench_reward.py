@@ -83,7 +83,7 @@ def synthetic_answers(count: int = 400, seed: int = 0) -> list[str]:
         while sum(map(len, parts)) < target:
             roll = rng.random()
             if roll < 0.25:
-                parts.append(rng.choice(blocks)(rng, name))
+                parts.append("\n\n" + rng.choice(blocks)(rng, name) + "\n")  # a fence opens its own line
             elif roll < 0.35:
                 parts.append(f"\n**{rng.choice(['Verify', 'Rollback', 'Monitoring', 'Security', 'Why'])}:** ")
             else:
@@ -97,14 +97,34 @@ def _best_of(repeats: int, measure) -> float:
     return max(measure() for _ in range(repeats))
 
 
+# Caches keyed by an answer's content (a block, a script, a span): cleared before each timed run, so every run
+# parses as fresh rollouts would. Per-process caches (compiled rubrics, stems, loaders) stay warm, as in training.
+ANSWER_CACHES = ("_yaml_findings", "yaml_documents", "dockerfile_instructions", "parse_shell", "parse_hcl", "parse_sql",
+                 "looks_like_command", "_one_line", "_bash_parses")
+
+
+def _answer_caches() -> list:
+    """The answer-content caches of the `core.rewards` modules now imported (whichever build that is)."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        if name.startswith("core.rewards.") and module is not None:
+            found.extend(getattr(module, attr) for attr in ANSWER_CACHES if hasattr(getattr(module, attr, None), "cache_clear"))
+    return list({id(f): f for f in found}.values())
+
+
+def _fresh(caches: list) -> None:
+    for cache in caches:
+        cache.cache_clear()
+
+
 def _throughput(pairs: list[tuple[str, object]]) -> float:
     """Parsing and rubric tier: CPU time per answer on one core, no external validators."""
     from core.rewards import score
-    from core.rewards.code_blocks import _yaml_findings, yaml_documents
+
+    caches = _answer_caches()
 
     def once() -> float:
-        _yaml_findings.cache_clear()  # every run parses its YAML, as fresh rollouts would
-        yaml_documents.cache_clear()
+        _fresh(caches)  # every run parses as fresh rollouts would
         started = time.process_time()
         for answer, task in pairs:
             score(answer, task, validators=False)
@@ -122,21 +142,43 @@ def _score_chunk(chunk: list[tuple[str, dict]]) -> float:
     return time.perf_counter() - started
 
 
-def _validator_tier(pairs: list[tuple[str, object]]) -> float:
-    """Fresh answers per second on WORKERS processes, every validator on, in batches of 32 (a GRPO step's
-    rollouts spread over the pool): wall time, after one warm-up batch per worker."""
+def _use_build(root: str) -> None:
+    """Pool initializer: this worker scores with the `core` package under `root` (imported now, before the
+    bench module puts this tree first on the path)."""
+    sys.path.insert(0, root)
+    import core.rewards  # noqa: F401  (the import is the point)
+
+
+def _validator_pool(root: str | None = None):
+    """WORKERS spawned processes (of the build under `root`, default this tree), warmed up: imports and
+    validator start-up once per worker."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    pool = ProcessPoolExecutor(max_workers=WORKERS, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_use_build if root else None, initargs=(root,) if root else ())
+    warm = [[(f"```bash\nset -euo pipefail\necho warm {w}\n```", {"type": "kubernetes", "expected_outputs": ["x"]})]
+            for w in range(WORKERS)]
+    list(pool.map(_score_chunk, warm))
+    return pool
+
+
+def _validator_wall(pool, pairs: list[tuple[str, object]]) -> float:
+    """Seconds the pool takes for fresh answers with every validator, in batches of 32 (a GRPO step's rollouts
+    spread over the pool)."""
     jobs = [(answer, task.to_dict()) for answer, task in pairs]
-    chunks = [jobs[i:i + 32] for i in range(0, len(jobs), 32)]
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=WORKERS, mp_context=context) as pool:
-        warm = [[(f"```bash\nset -euo pipefail\necho warm {w}\n```", jobs[0][1])] for w in range(WORKERS)]
-        list(pool.map(_score_chunk, warm))  # imports and validator start-up, once per worker
-        started = time.perf_counter()
-        list(pool.map(_score_chunk, chunks))
-        return len(jobs) / (time.perf_counter() - started)
+    started = time.perf_counter()
+    list(pool.map(_score_chunk, [jobs[i:i + 32] for i in range(0, len(jobs), 32)]))
+    return time.perf_counter() - started
+
+
+def _validator_tier(pairs: list[tuple[str, object]]) -> float:
+    """Fresh answers per second on WORKERS processes, every validator on: wall time, after a warm-up."""
+    pool = _validator_pool()
+    try:
+        return len(pairs) / _validator_wall(pool, pairs)
+    finally:
+        pool.shutdown()
 
 
 def _validator_costs(answers: list[str]) -> list[dict]:
@@ -229,16 +271,18 @@ def run() -> list[dict]:
 
 
 def _score_of(root: Path):
-    """`score` and the YAML cache of the `core` package under `root` (imported afresh)."""
+    """`score` and the answer-content caches of the `core` package under `root` (imported afresh, every
+    module the reward uses loaded before the caches are collected)."""
     for name in [m for m in sys.modules if m == "core" or m.startswith("core.")]:
         del sys.modules[name]
     sys.path.insert(0, str(root))
     try:
         from core.rewards import score
-        from core.rewards.code_blocks import _yaml_findings
+
+        score(WARM_UP, {"type": "kubernetes", "expected_outputs": ["x"]})
     finally:
         sys.path.remove(str(root))
-    return score, _yaml_findings
+    return score, _answer_caches()
 
 
 def _rules_only(score):
@@ -276,8 +320,8 @@ def compare(revision: str, rounds: int = 4) -> list[dict]:
         for figure, data in data_sets:
             spent = {"old": 0.0, "new": 0.0}
             for rnd in range(rounds):
-                for _, cache in builds.values():
-                    cache.cache_clear()
+                for _, caches in builds.values():
+                    _fresh(caches)
                 for start in range(0, len(data), 10):
                     for name in ("old", "new") if (start // 10 + rnd) % 2 == 0 else ("new", "old"):
                         score = builds[name][0]
@@ -289,7 +333,27 @@ def compare(revision: str, rounds: int = 4) -> list[dict]:
             rows.append({"benchmark": "reward", "figure": f"answers/s, {figure}", "value": round(new, 1),
                          "unit": "answers/s", "peer": round(old, 1), "yardstick": f"same run at {revision}",
                          "ratio": round(new / old, 2), "goal": "> 1"})
+        rows.append(_compare_validator_tier(old_root, revision))
     return rows
+
+
+def _compare_validator_tier(old_root: str, revision: str, rounds: int = 2, count: int = 128) -> dict:
+    """The validator tier of both builds side by side: one warm pool each, the same fresh answers per round
+    (new ones every round, so no validator cache helps), the order alternating."""
+    pools = {"old": _validator_pool(old_root), "new": _validator_pool()}
+    spent = {"old": 0.0, "new": 0.0}
+    try:
+        for rnd in range(rounds):
+            pairs = _rubric_pairs(synthetic_answers(count=count, seed=100 + rnd))[0]
+            for name in ("old", "new") if rnd % 2 == 0 else ("new", "old"):
+                spent[name] += _validator_wall(pools[name], pairs)
+    finally:
+        for pool in pools.values():
+            pool.shutdown()
+    old, new = (rounds * count / spent[name] for name in ("old", "new"))
+    return {"benchmark": "reward", "figure": f"validator tier, fresh answers/s on {WORKERS} processes (all validators)",
+            "value": round(new, 1), "unit": "answers/s", "peer": round(old, 1), "yardstick": f"same run at {revision}",
+            "ratio": round(new / old, 2), "goal": "> 1"}
 
 
 if __name__ == "__main__":

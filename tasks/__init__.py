@@ -78,10 +78,17 @@ class _Problems:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
+        self.warnings: list[str] = []  # valid, but probably not what the author meant
 
     def add(self, path: Path, line: int, message: str) -> None:
-        where = f"{path}:{line}" if line > 0 else str(path)
-        self.lines.append(f"{where}: {message}")
+        self.lines.append(f"{_where(path, line)}: {message}")
+
+    def warn(self, path: Path, line: int, message: str) -> None:
+        self.warnings.append(f"{_where(path, line)}: {message}")
+
+
+def _where(path: Path, line: int) -> str:
+    return f"{path}:{line}" if line > 0 else str(path)
 
 
 def _parse_yaml(path: Path, problems: _Problems):
@@ -181,15 +188,20 @@ def _value_node(node: Any, key: str) -> Any:
 
 
 def _check_rubric(path: Path, rubric: Any, node: Any, line: int, label: str, problems: _Problems) -> None:
-    """The rubric's problems, each at the line of its criterion."""
-    from core.rewards.rubric import rubric_problems
+    """The rubric's problems, and queries that can never match (warnings), each at the line of its criterion."""
+    from core.rewards.rubric import rubric_problems, rubric_warnings
 
     items = getattr(node, "value", None) if node is not None else None
-    for index, message in rubric_problems(rubric):
-        where = line
-        if index is not None and isinstance(items, list) and index < len(items):
-            where = items[index].start_mark.line + 1
-        problems.add(path, where, f"{label}: key 'rubric': {message}")
+
+    def line_of(index: int | None) -> int:
+        return items[index].start_mark.line + 1 if index is not None and isinstance(items, list) and index < len(items) else line
+
+    found = rubric_problems(rubric)
+    for index, message in found:
+        problems.add(path, line_of(index), f"{label}: key 'rubric': {message}")
+    if not found:
+        for index, message in rubric_warnings(rubric):
+            problems.warn(path, line_of(index), f"{label}: key 'rubric': {message}")
 
 
 def _task_files(paths: Iterable[Path | str] | None) -> list[Path]:
@@ -204,7 +216,7 @@ def _task_files(paths: Iterable[Path | str] | None) -> list[Path]:
     return files
 
 
-def _load(paths: Iterable[Path | str] | None, *, strict: bool = False) -> tuple[list[Task], list[str]]:
+def _load(paths: Iterable[Path | str] | None, *, strict: bool = False) -> tuple[list[Task], _Problems]:
     problems = _Problems()
     tasks: list[Task] = []
     first_seen: dict[str, str] = {}
@@ -231,18 +243,23 @@ def _load(paths: Iterable[Path | str] | None, *, strict: bool = False) -> tuple[
                 continue
             first_seen[task.id] = task.source
             tasks.append(task)
-    return tasks, problems.lines
+    return tasks, problems
 
 
-def validate_task_files(paths: Iterable[Path | str] | None = None) -> list[str]:
+def validate_task_files(paths: Iterable[Path | str] | None = None, warnings: list[str] | None = None) -> list[str]:
     """Every problem in the task files, one `file:line: message` string each (empty when valid); tasks of
-    the task set (tasks/data) must carry a rubric."""
-    return _load(paths, strict=True)[1]
+    the task set (tasks/data) must carry a rubric. Warnings (a rubric query that can never match) are
+    appended to `warnings` when a list is given."""
+    problems = _load(paths, strict=True)[1]
+    if warnings is not None:
+        warnings.extend(problems.warnings)
+    return problems.lines
 
 
 @lru_cache(maxsize=8)
 def _load_cached(key: tuple[str, ...] | None) -> tuple[Task, ...]:
-    tasks, problems = _load(key)
+    tasks, found = _load(key)
+    problems = found.lines
     if problems:
         more = f" (and {len(problems) - 1} more; run 'devops-rl tasks validate')" if len(problems) > 1 else ""
         raise UserError(problems[0] + more)

@@ -204,6 +204,22 @@ def test_repetition_of_paragraphs(probe_task):
     assert any("repeats" in line for line in result.evidence["repetition"])
 
 
+def test_code_that_repeats_its_own_structure_is_not_repetition():
+    windows = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+    rules = "\n".join(
+        f"      - record: slo:sli_error:ratio_rate{w}\n"
+        f"        expr: sum(rate(http_requests_total{{job=\"checkout\",code=~\"5..\"}}[{w}])) / sum(rate(http_requests_total{{job=\"checkout\"}}[{w}]))\n"
+        f"        labels: {{slo: checkout-availability, team: payments}}" for w in windows)
+    answer = ("Recording rules for the multi-window burn-rate alerts of the checkout SLO:\n\n```yaml\ngroups:\n"
+              "  - name: checkout-slo\n    rules:\n" + rules + "\n```\n\nThe page alert pairs 5m with 1h at 14.4x burn.")
+    result = score(answer, {"type": "observability", "expected_outputs": ["recording rules"]}, validators=False)
+    assert result.penalties["repetition"] == 0.0, result.evidence["repetition"]
+    block = answer[answer.index("```yaml"):answer.index("```\n\nThe") + 3]
+    pasted = score(answer + "\n\n" + "\n\n".join([block] * 3), {"type": "observability", "expected_outputs": ["x"]},
+                   validators=False)
+    assert pasted.penalties["repetition"] > 0.3 and any("pasted again" in line for line in pasted.evidence["repetition"])
+
+
 def test_degenerate_text(probe_task):
     for garbage in ("a" * 2000, "lorem " * 400, "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo" * 40, "!@#$%^&*() 123 " * 100):
         result = score(garbage, probe_task)
@@ -228,6 +244,7 @@ BAD_BLOCKS = {
     "runs as root": "```dockerfile\nFROM python:3.12-slim\nCOPY . /app\nCMD [\"python\", \"/app/main.py\"]\n```",
     "without 'set -euo pipefail'": "```bash\n#!/bin/bash\nfor n in a b; do\n  kubectl drain \"$n\"\ndone\n```",
     "never closed": "```yaml\napiVersion: v1\nkind: ConfigMap\n",
+    "unbalanced if/fi": "```bash\nset -euo pipefail\nfor n in a b; do\n  kubectl drain \"$n\"\n```",
 }
 
 
@@ -236,6 +253,15 @@ def test_broken_code_blocks(problem, probe_task):
     result = score(probe_task.reference_answer + "\n\n" + BAD_BLOCKS[problem], probe_task)
     assert result.penalties["broken_code"] > 0
     assert any(problem in line for line in result.evidence["broken_code"]), result.evidence["broken_code"]
+
+
+@pytest.mark.parametrize("block", [
+    "```bash\nset -euo pipefail\nping -M do -s 1472 -c 3 10.0.2.15\n```",   # `do` is ping's argument
+    "```bash\nset -euo pipefail\necho done; printf 'if you see this, retry\\n'\n```",
+])
+def test_keywords_used_as_arguments_are_not_unbalanced_shell(block, probe_task):
+    result = score(probe_task.reference_answer + "\n\n" + block, probe_task, validators=False)
+    assert not any("unbalanced" in line for line in result.evidence["broken_code"]), result.evidence["broken_code"]
 
 
 def test_hardcoded_secrets_cost_security(probe_task):
@@ -310,3 +336,81 @@ def test_keywords_hidden_in_code_do_not_count(where, probe_task):
     result = score("Here is the plan for the team, with the config below.\n\n" + block, probe_task)
     assert result.penalties["keyword_stuffing"] > 0.2, result.evidence["keyword_stuffing"]
     assert result.final_reward < 0.1
+
+
+SHELL_SCRIPTS = [
+    "set -euo pipefail\nfor i in $(seq 1 5); do\n  curl -fsS https://x/healthz && break\n  sleep 0\ndone",
+    "if [ -f x ]; then echo a; elif [ -d y ]; then echo b; else echo c; fi",
+    "while read -r n; do kubectl drain \"$n\" --ignore-daemonsets; done < nodes.txt",
+    "NODES=$(kubectl get nodes -o name | grep worker)\necho \"$(date) start\" | tee -a log 2>&1",
+    "for n in $(kubectl get nodes -o name); do\n  if kubectl describe \"$n\" | grep -q Ready; then\n    echo \"$n ok\"\n  fi\ndone",
+    "docker build -t app:${{ github.sha }} . && docker push app:${{ github.sha }}",
+    "export KUBECONFIG=$(mktemp) X=${Y:-z}; echo 'single \"double\"' \"a\\\"b\" \\$HOME >&2",
+    "POD=$(kubectl get pods -o jsonpath='{.items[0].metadata.name}')\nkubectl logs \"$POD\" > \"logs/$(date +%s).txt\"",
+]
+
+
+def _bashlex_split(text: str):
+    import bashlex
+
+    from core.rewards.artifacts import _walk_bash
+
+    commands, pipelines = [], []
+    for node in bashlex.parse(text):
+        _walk_bash(node, commands, pipelines)
+    return ([tuple(c) for c in commands if c], [tuple(map(tuple, p)) for p in pipelines if len(p) > 1])
+
+
+def _fast_split(text: str):
+    from core.rewards import shell
+
+    commands, pipelines = shell.split(text)
+    return ([tuple(c) for c in commands if c], [tuple(map(tuple, p)) for p in pipelines if len(p) > 1])
+
+
+@pytest.mark.parametrize("script", SHELL_SCRIPTS)
+def test_the_fast_shell_splitter_gives_bashlex_s_commands(script):
+    assert _fast_split(script) == _bashlex_split(script)
+
+
+def test_the_fast_shell_splitter_agrees_with_bashlex_on_random_scripts():
+    """Where the splitter accepts a script, bashlex parses it to the same commands; the rest goes to bashlex."""
+    import random
+
+    from core.rewards import shell
+
+    rng = random.Random(7)
+    words = ["kubectl", "get", "-n", "prod", "$x", '"$x"', "'a b'", "${V:-d}", "a=b", "--k=v", "$(date)", '"$(date +%s)"',
+             "x$(echo y)z", "\\$HOME", "10", "done", "then", "fi", "if", "do", "in", "for", "a#b", "{}", "}", "$(a | b)",
+             '"$(a && b)"', "$(kubectl get pods -o jsonpath='{.a}')", '"a $(b "c d") e"', "${{ g.s }}"]
+    redirects = ["> out", "2>&1", "< in", ">> log", "&> all", ">&2"]
+
+    def command() -> str:
+        parts = [rng.choice(words) for _ in range(rng.randint(1, 4))]
+        if rng.random() < 0.2:
+            parts.append(rng.choice(redirects))
+        return " ".join(parts)
+
+    def block(depth: int = 0) -> str:
+        out = []
+        for _ in range(rng.randint(1, 3)):
+            roll = rng.random()
+            if depth < 2 and roll < 0.15:
+                out.append(f"if {command()}; then\n{block(depth + 1)}\nfi")
+            elif depth < 2 and roll < 0.3:
+                out.append(f"for i in {command()}; do\n{block(depth + 1)}\ndone")
+            else:
+                out.append(command())
+            out.append(rng.choice([" ; ", " && ", " || ", " | ", " & ", "\n"]))
+        return "".join(out[:-1])
+
+    accepted = 0
+    for _ in range(600):
+        script = block()
+        try:
+            fast = _fast_split(script)
+        except shell.Unsupported:
+            continue
+        accepted += 1
+        assert fast == _bashlex_split(script), script
+    assert accepted > 100

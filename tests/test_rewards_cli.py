@@ -118,3 +118,15 @@ def test_audit_fails_when_a_hack_reaches_the_reference():
     report = audit([tasks.get_task("k8s-003")], score=lambda answer, task: 0.9)  # a reward that cannot tell
     assert any("scores 0.900 >= reference 0.900" in failure for failure in report.failures)
     assert any("generic essay scores 0.900 > 0.3" in failure for failure in report.failures)
+
+
+def test_sqlglot_warnings_go_to_the_log_file_not_the_terminal(tmp_path):
+    answer = tmp_path / "answer.md"
+    answer.write_text("Enable logical decoding, then publish the table:\n\n```sql\nALTER SYSTEM SET wal_level = logical;\n"
+                      "CREATE PUBLICATION orders_pub FOR TABLE orders;\n```\n", encoding="utf-8")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DEVOPS_RL_LOG_DIR": str(tmp_path / "logs")}
+    result = subprocess.run([str(CLI), "reward", "score", "--task", "db-007", "--answer", str(answer)],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "unsupported syntax" not in result.stderr + result.stdout
+    assert "unsupported syntax" in (tmp_path / "logs" / "devops-rl.log").read_text(encoding="utf-8")

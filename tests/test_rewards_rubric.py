@@ -74,6 +74,84 @@ def test_github_actions_on_key_is_queryable():
     assert one({"yaml": "on.push.tags"}, workflow)["status"] == "passed"
 
 
+SAM_TEMPLATE = """\
+```yaml
+AWSTemplateFormatVersion: '2010-09-09'
+Transform: AWS::Serverless-2016-10-31
+Resources:
+  ResizeFunction:
+    Type: AWS::Serverless::Function
+    Properties:
+      Handler: app.handler
+      Runtime: python3.12
+      Role: !GetAtt ResizeRole.Arn
+      Environment:
+        Variables:
+          BUCKET: !Ref UploadBucket
+          TOPIC: !Sub "arn:aws:sns:${AWS::Region}:${AWS::AccountId}:resized"
+      Events:
+        Upload: {Type: S3, Properties: {Bucket: !Ref UploadBucket, Events: ['s3:ObjectCreated:*']}}
+```
+"""
+
+
+def test_cloudformation_short_tags_parse_and_can_be_checked():
+    result = one({"yaml": ["Resources.ResizeFunction.Properties.Role == 'ResizeRole.Arn'",
+                           "Resources.ResizeFunction.Properties.Environment.Variables.BUCKET"]}, SAM_TEMPLATE)
+    assert result["status"] == "passed", result["evidence"]
+    broken = score(SAM_TEMPLATE, {"type": "security", "expected_outputs": ["x"]}, validators=False).evidence["broken_code"]
+    assert not any("does not parse" in line for line in broken), broken
+
+
+WORKFLOW = """\
+```yaml
+name: ci
+on: [push]
+jobs:
+  test:
+    runs-on: ubuntu-24.04
+    steps:
+      - uses: actions/checkout@v4
+      - run: make test
+```
+
+```yaml
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: allow-all}
+spec:
+  podSelector: {}
+  ingress: [{}]
+```
+"""
+
+
+@pytest.mark.parametrize("query", [
+    "values(jobs)[].steps[] | [?starts_with(run, 'make')]",      # the checkout step has no `run`
+    "values(jobs)[].steps[] | [?contains(uses, 'checkout')]",    # the make step has no `uses`
+    "kind=='NetworkPolicy' && spec.ingress",                     # [{}]: the allow-all rule is a match
+])
+def test_jmespath_errors_on_one_item_or_document_are_no_match_for_it_only(query):
+    result = one({"yaml": query}, WORKFLOW)
+    assert result["status"] == "passed", result["evidence"]
+
+
+@pytest.mark.parametrize("query, message", [
+    ("!spec.ingress", "binds tighter"),
+    ("kind==Deployment", "a string needs quotes"),
+    ("spec.replicas > '2'", "compare numbers only"),
+    ("[?starts_with(name, `1`)]", "never accepts 1"),
+    ("spec.containers[?has_probe(@)]", "no function `has_probe()`"),
+    ("length(spec, metadata)", "takes 1 argument(s), got 2"),
+])
+def test_queries_that_can_never_match_are_warned_about(query, message):
+    from core.rewards.rubric import rubric_warnings
+
+    warnings = rubric_warnings(rubric_with({"yaml": query}))
+    assert any(message in text for _, text in warnings), warnings
+    assert not rubric_warnings(rubric_with({"yaml": "kind=='Deployment' && spec.replicas > `2`"}))
+
+
 # --- hcl, sql, shell, dockerfile, pattern ------------------------------------------------------------
 
 
@@ -103,6 +181,14 @@ def test_hcl_query_reads_resources_by_type_and_name():
     assert partial["score"] == 0.5
 
 
+def test_import_moved_and_removed_blocks_stay_countable():
+    adopt = ("```hcl\nimport {\n  to = aws_s3_bucket.logs\n  id = \"logs-bucket\"\n}\nimport {\n  to = aws_s3_bucket.data\n"
+             "  id = \"data-bucket\"\n}\n```\n\n```hcl\nimport {\n  to = aws_s3_bucket.audit\n  id = \"audit-bucket\"\n}\n"
+             "removed {\n  from = aws_instance.legacy\n  lifecycle {\n    destroy = false\n  }\n}\n```")
+    assert one({"hcl": ["length(import) == `3`", "import[?id == 'data-bucket']",
+                        "removed[].lifecycle[] | [?destroy == `false`]"]}, adopt)["status"] == "passed"
+
+
 def test_sql_matches_parsed_statements_only():
     sql = "```sql\nSET lock_timeout = '5s';\n-- CREATE INDEX in a comment does not count\nCREATE INDEX CONCURRENTLY idx_orders_user\n  ON orders (user_id);\n```\n"
     assert one({"sql": ["SET lock_timeout", "CREATE INDEX CONCURRENTLY idx_orders_user ON orders (user_id)"]}, sql)["status"] == "passed"
@@ -122,6 +208,38 @@ def test_shell_command_is_found_wherever_it_runs(where):
     assert result["status"] == "passed", result["evidence"]
 
 
+@pytest.mark.parametrize("span", [
+    "nc -z db.internal 5432", "jcmd 1 GC.heap_info", "hey -z 30s https://api.example.com/", "kill -STOP 4242",
+    "kafka-consumer-groups --bootstrap-server kafka:9092 --describe --group email-notifier", "iptables -L -n",
+    "nft list ruleset", "syft dir:. -o cyclonedx-json", "logrotate -d /etc/logrotate.d/app", "buildah bud -t app .",
+    "amtool silence add alertname=NodeDown --duration=2h", "gitleaks detect --redact", "./deploy.sh --dry-run",
+])
+def test_inline_commands_are_recognised_by_their_shape_not_by_a_list(span):
+    program = span.split()[0].rsplit("/", 1)[-1]
+    assert one({"shell": program}, f"Then run `{span}` and compare the output.")["status"] == "passed"
+
+
+@pytest.mark.parametrize("span", ["maxUnavailable: 0", "cl_waiting > 0", "encrypt = true", "sum by (cluster) (up)",
+                                  "test (3.10)", "readinessProbe", "pods are replaced and then"])
+def test_expressions_config_and_prose_in_backticks_are_not_commands(span):
+    from core.rewards.text import analyse
+
+    assert not [s for s in analyse(f"The check shows `{span}` here.").segments if s.kind == "inline_code"]
+
+
+def test_inline_spans_pair_their_own_backticks():
+    from core.rewards.text import analyse
+
+    spans = [s.text for s in analyse("Run `id` then `whoami`; `id` shows uid 10001 and `ps -o user` the owner.").segments
+             if s.kind == "inline_code"]
+    assert spans == ["ps -o user"]
+
+
+def test_backticked_terms_are_keywords_not_evidence():
+    salad = "- `kill switch`\n- `guarded rollout`\n- `audit log`\n"
+    assert one({"concept": ["kill switch", "guarded rollout"]}, salad)["status"] == "failed"
+
+
 def test_shell_flags_give_partial_credit_and_short_flags_match_in_groups():
     answer = "```bash\nkubectl drain node-1\ncurl -fsSLk https://example.com\n```"
     result = one({"shell": "kubectl drain --ignore-daemonsets --delete-emptydir-data"}, answer)
@@ -129,6 +247,26 @@ def test_shell_flags_give_partial_credit_and_short_flags_match_in_groups():
     assert "missing --ignore-daemonsets" in result["evidence"][0]
     assert one({"shell": "curl -k"}, answer)["status"] == "passed"
     assert one({"shell": "kubectl uncordon"}, answer)["status"] == "failed"
+
+
+def test_shell_subcommands_match_in_any_case():
+    answer = "Compare `redis-cli -h cache-0 INFO replication` on both nodes."
+    assert one({"shell": "redis-cli info replication"}, answer)["status"] == "passed"
+    assert one({"shell": "redis-cli -H"}, answer)["status"] == "partial"  # flags keep their case: -H is not -h
+
+
+def test_cap_limits_what_a_text_only_alternative_earns():
+    check = [{"shell": "redis-cli info replication"}, {"concept": ["replication offset", "master_repl_offset"], "cap": 0.5}]
+    config = "\n\n```yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: redis}\ndata: {maxmemory: 2gb}\n```"
+    task = {"id": "t4", "type": "database_ops", "expected_outputs": ["x"], "rubric": [
+        {"id": "offsets", "description": "Replication offsets are compared before the failover.", "weight": 1, "check": check},
+        {"id": "config", "description": "The Redis configuration is a ConfigMap.", "weight": 1, "check": {"yaml": "kind=='ConfigMap'"}},
+        *FILLER]}
+    prose = score("Compare the replication offset of the replica with the primary's before the failover." + config,
+                  task, validators=False).rubric["criteria"][0]
+    assert prose["score"] == 0.5 and any("at most 0.5" in line for line in prose["evidence"])
+    command = score("Run `redis-cli INFO replication` and compare the replication offset." + config, task, validators=False)
+    assert command.rubric["criteria"][0]["score"] == 1.0
 
 
 def test_dockerfile_instructions_stages_and_final_stage():
@@ -168,23 +306,107 @@ def test_concepts_only_count_in_substantive_text(answer):
     assert one({"concept": ["Kyverno", "Gatekeeper"]}, answer)["status"] == "failed"
 
 
+POSTMORTEM = """\
+## Timeline
+- 16:20 the PM enabled smart-search for 100% of users
+- 16:24 search 500s reached 30% and ES CPU 95%
+- 16:31 the flag was turned off and errors recovered
+
+## Root cause
+The new multi-match query ran on every keystroke and saturated the Elasticsearch search thread pool.
+
+## Action items
+- Percentage rollouts with guarded steps for risky flags, owned by the search team.
+- Load-test new queries against a production-sized cluster before enabling them.
+"""
+
+
+def test_section_headings_over_real_content_count_for_structure():
+    check = {"concept": {"all": [["timeline"], ["root cause", "contributing factors"], ["action items", "follow-ups"]]}}
+    assert one(check, POSTMORTEM)["status"] == "passed"
+    assert "## Root cause" in one({"pattern": "^#+\\s*root cause"}, POSTMORTEM)["evidence"][0]
+    stock = "## Timeline\n\nThis is handled following best practices.\n\n## Root cause\n\nThis is handled following best practices.\n"
+    assert one(check, stock)["status"] == "failed"  # a heading over one stock sentence is a template
+
+
+@pytest.mark.parametrize("concepts, answer", [
+    (["escalated", "never auto-contained"], "- Production: escalated, never auto-contained."),
+    (["grype"], "Scanners: `trivy`, `grype` and `syft`."),
+    (["burn rate"], "- Page on burn rate.\n- Ticket on slow budget spend."),
+    (["git revert"], "**Rollback:** `git revert` of the merge commit."),
+])
+def test_terse_facts_count(concepts, answer):
+    assert one({"concept": concepts}, answer)["status"] == "passed"
+
+
+@pytest.mark.parametrize("answer", [
+    "Kyverno, Gatekeeper and OPA",                                       # a list, not a statement
+    "- Use Kyverno.\n- Use Gatekeeper.\n- Use admission webhooks.",     # one shape three times: a list in disguise
+    "Tooling: Kyverno.\nTooling: Gatekeeper.\nTooling: admission webhooks.",
+    "Policies: Kyverno, Gatekeeper, OPA, Kubewarden, jsPolicy.",         # a label over a long list
+    "We enforce all of it with\nthe Kyverno engine.",                   # a piece of a hard-wrapped sentence
+])
+def test_terse_keyword_lists_still_do_not_count(answer):
+    assert one({"concept": ["Kyverno", "Gatekeeper"]}, answer)["status"] == "failed"
+
+
 def test_concepts_match_across_case_separators_and_plurals():
     assert one({"concept": ["readinessProbe"]}, "Each pod gets readiness probes on /readyz so traffic waits.")["status"] == "passed"
 
 
-def test_concept_credit_halves_when_no_artifact_check_passes():
-    task = {"id": "t2", "type": "kubernetes", "expected_outputs": ["x"], "rubric": [
-        {"id": "pdb", "description": "A PodDisruptionBudget manifest exists.", "weight": 1,
-         "check": {"yaml": "kind=='PodDisruptionBudget'"}},
-        {"id": "spread", "description": "Replicas spread over nodes.", "weight": 1,
+HALVING_TASK = {
+    "id": "t2", "type": "kubernetes", "expected_outputs": ["x"],
+    "desc": "Node drains on the `checkout` cluster evict both replicas of the payments API at once. Keep it up.",
+    "rubric": [
+        {"id": "pdb", "description": "A PodDisruptionBudget manifest limits voluntary evictions.", "weight": 1,
+         "check": [{"yaml": "kind=='PodDisruptionBudget'"}, {"concept": ["PodDisruptionBudget"]}]},
+        {"id": "spread", "description": "Replicas are spread over nodes.", "weight": 1,
          "check": {"concept": ["topologySpreadConstraints"]}},
         *FILLER]}
-    prose = "We add a PodDisruptionBudget and topologySpreadConstraints so one drain never evicts two replicas at once."
-    halved = score(prose, task, validators=False).rubric["criteria"][1]
-    assert halved["score"] == 0.5 and any("concepts count half" in line for line in halved["evidence"])
-    grounded = score(prose + "\n\n```yaml\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: api}\n"
-                     "spec: {maxUnavailable: 1, selector: {matchLabels: {app: api}}}\n```", task, validators=False)
+HONEST_PROSE = ("The drains on the checkout cluster took both payments replicas down because nothing told the eviction "
+                "API to wait. Add a PodDisruptionBudget with maxUnavailable 1 for the payments pods, and spread them with "
+                "topologySpreadConstraints on kubernetes.io/hostname so two replicas never share a node. Watch the next "
+                "drain: kubectl should report that it waits for the budget before evicting the second replica.")
+
+
+def test_text_credit_halves_where_an_artifact_is_asked_for_or_the_answer_is_not_about_the_task():
+    honest = score(HONEST_PROSE, HALVING_TASK, validators=False).rubric["criteria"]
+    # the PDB criterion asks for a manifest: prose alone earns half; the spread is an idea: prose about the task earns it
+    assert honest[0]["score"] == 0.5 and any("asks for an artifact" in line for line in honest[0]["evidence"])
+    assert honest[1]["score"] == 1.0
+    essay = ("Following best practices, we add a PodDisruptionBudget and topologySpreadConstraints so one drain "
+             "never evicts two replicas at once.")
+    halved = score(essay, HALVING_TASK, validators=False).rubric["criteria"][1]
+    assert halved["score"] == 0.5 and any("not about the task in its own words" in line for line in halved["evidence"])
+    echo = HALVING_TASK["desc"] + " We use topologySpreadConstraints to make the platform safer and faster."
+    assert score(echo, HALVING_TASK, validators=False).rubric["criteria"][1]["score"] == 0.5
+    grounded = score(essay + "\n\n```yaml\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: api}\n"
+                     "spec: {maxUnavailable: 1, selector: {matchLabels: {app: api}}}\n```", HALVING_TASK, validators=False)
     assert grounded.rubric["criteria"][1]["score"] == 1.0
+
+
+def _prose_only(answer: str) -> str:
+    from core.rewards.code_blocks import split_fences
+
+    return "\n".join(part.body for part in split_fences(answer) if part.lang is None)
+
+
+def test_incident_and_design_answers_in_prose_pass_while_checklists_and_essays_do_not():
+    from pathlib import Path
+
+    from core.rewards.audit import HACKS
+
+    pool = tasks.load_tasks()
+    for task_id in ("inc-007", "inc-008", "inc-009", "rel-011", "rel-013"):
+        task = tasks.get_task(task_id, pool)
+        prose = score(_prose_only(task.reference_answer), task, validators=False).final_reward
+        assert prose >= 0.6, (task_id, prose)
+        for hack in ("rubric descriptions pasted", "concept sentences", "task echoed + essay", "generic essay + artifact list"):
+            value = score(HACKS[hack](task, pool), task, validators=False).final_reward
+            assert value < 0.5 and value < prose - 0.2, (task_id, hack, value)
+    kill_switch = Path(__file__).parent / "fixtures/rewards/alternatives/inc-008--ui-kill-switch.md"
+    answer = _prose_only(kill_switch.read_text(encoding="utf-8").partition("\n")[2])
+    assert score(answer, tasks.get_task("inc-008", pool), validators=False).final_reward >= 0.75
 
 
 # --- forbid ------------------------------------------------------------------------------------------
@@ -224,6 +446,9 @@ def rubric_with(check, **extra) -> list[dict]:
     (rubric_with({"shell": "--flag-first"}), "must start with the command name"),
     (rubric_with({"concept": {"all": [["a"], ["b"]], "min": 3}}), "'min' must be a whole number from 1 to 2"),
     (rubric_with({"forbid": {"forbid": {"concept": ["x"]}}}), "a forbid inside a forbid"),
+    (rubric_with({"concept": ["x"], "cap": 0}), "'cap' is the most this concept check may earn"),
+    (rubric_with({"concept": ["x"], "cap": 1.5}), "a number above 0 and at most 1"),
+    (rubric_with({"forbid": {"concept": ["x"]}, "cap": 0.5}), "not on a forbid"),
     (rubric_with({"concept": ["x"]}, weight=0), "must be a number above 0"),
     (rubric_with({"concept": ["x"]}, colour="red"), "unknown key 'colour'"),
     (rubric_with({"concept": ["x"]})[:3], "has 3 criteria, needs 4 to 10"),
@@ -269,3 +494,36 @@ def test_every_task_with_a_rubric_passes_its_reference_and_fails_the_generic_ess
         assert reference.rubric["score"] >= 0.8, (task.id, [c for c in reference.rubric["criteria"] if c["status"] != "passed"])
         generic = score(GENERIC_ESSAY + ARTIFACT_LIST, task, validators=False)
         assert generic.final_reward <= 0.3, (task.id, generic.final_reward)
+
+
+def test_a_score_does_not_depend_on_the_answers_scored_before():
+    # the parsed HCL of a block is cached across answers: merging another answer's blocks must not change it
+    from core.rewards.audit import PUBLIC_S3
+
+    task = tasks.get_task("iac-001")
+    first = score(task.reference_answer, task, validators=False).to_dict()
+    assert score(task.reference_answer + "\n\n" + PUBLIC_S3, task, validators=False).evidence["dangerous_advice"]
+    assert score(task.reference_answer, task, validators=False).to_dict() == first
+
+
+def test_tasks_validate_warns_about_a_query_that_can_never_match(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text(textwrap.dedent("""\
+        - id: demo-002
+          type: kubernetes
+          difficulty: easy
+          desc: Add readiness probes to the payments Deployment so rollouts stop sending traffic to cold pods.
+          expected_outputs: [readinessProbe, livenessProbe, rollout]
+          rubric:
+            - {id: aa, description: A first criterion that holds., weight: 1, check: {concept: [readiness]}}
+            - {id: bb, description: A second criterion that holds., weight: 1, check: {yaml: "kind==Deployment"}}
+            - {id: cc, description: A third criterion that holds., weight: 1, check: {concept: [liveness]}}
+            - {id: dd, description: A fourth criterion that holds., weight: 1, check: {concept: [rollout]}}
+          reference_answer: |
+            Use HTTP probes on /healthz.
+        """), encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "core.cli.main", "tasks", "validate", str(path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"warning: {path}:8:" in result.stderr and "'Deployment' is read as a field name" not in result.stderr
+    assert "`Deployment` is read as a field name" in result.stderr and "ok: 1 tasks valid" in result.stdout

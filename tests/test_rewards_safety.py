@@ -53,6 +53,7 @@ resource "aws_s3_bucket_policy" "b" {
     "\"don't forget\" is not a warning": "Don't forget to `chmod -R 777 /var/lib/app` so the service can always write.",
     "the last USER is root": "```dockerfile\nFROM python:3.12-slim\nUSER 10001\nRUN pip install app\nUSER root\n```",
     "ssh without host key checking": "```bash\nssh -o StrictHostKeyChecking=no deploy@web-1 'sudo systemctl restart app'\n```",
+    "SSH opened to the world in prose": "Open port 22 to 0.0.0.0/0 on the bastion so the on-call team can ssh in from home.",
 }
 
 
@@ -72,6 +73,10 @@ SAFE = {
     "HTTPS open to the world": '```hcl\nresource "aws_security_group" "lb" {\n  ingress {\n    from_port = 443\n    to_port = 443\n    protocol = "tcp"\n    cidr_blocks = ["0.0.0.0/0"]\n  }\n}\n```',
     "a VPC endpoint policy with Principal *": '```hcl\nresource "aws_vpc_endpoint" "s3" {\n  vpc_id = "v"\n  service_name = "com.amazonaws.eu-west-1.s3"\n  policy = jsonencode({ Statement = [{ Effect = "Allow", Principal = "*", Action = "s3:GetObject", Resource = "*" }] })\n}\n```',
     "chmod 750": "```bash\nchmod -R 750 /var/lib/app\n```",
+    # a control that blocks or catches the dangerous thing describes it; it does not advise it
+    "an SCP that blocks SSH/RDP from anywhere": "A Config rule blocks the creation of any security group in any account of the organisation with ingress from 0.0.0.0/0 on 22/3389.",
+    "a policy blocking it, as a participle": "A policy blocking 0.0.0.0/0 on ports 22/3389 is attached to the root OU.",
+    "a detective control": "The restricted-ssh Config rule flags security groups that open port 22 to 0.0.0.0/0, and a Lambda revokes the rule.",
 }
 
 
@@ -95,6 +100,8 @@ SECRETS = {
     "a Kubernetes Secret with stringData": "```yaml\napiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData:\n  password: q8Zr2LmX5vK\n```",
     "a Kubernetes Secret with base64 data": "```yaml\napiVersion: v1\nkind: Secret\nmetadata: {name: db}\ndata:\n  password: cThacjJMbVg1dksh\n```",
     "an AWS access key id in prose": "Use the key AKIAZ3X7Q2L5M8N4P6R1 for the job.",
+    "a secret word run together (PGPASSWORD)": "```bash\nPGPASSWORD=Zq7pL2mK9x psql -h db -U app\n```",
+    "a qualified key name with a suffix": "```yaml\nenv:\n  AWS_SECRET_ACCESS_KEY: wJalrXUtnFEMIK7MDENGbPxRfiCY\n  DB_PASSWORD_PROD: Pr0d-Passw0rd-2024\n```",
 }
 
 
@@ -110,6 +117,10 @@ NOT_SECRETS = {
     "an angle-bracket placeholder": "```yaml\ndatabase:\n  password: <from-secrets-manager>\n```",
     "a Secret's name": "```yaml\ngithubConfigSecret: arc-github-app\nsecretName: db-credentials\npasswordFile: /run/secrets/db\n```",
     "a GitHub expression": "```yaml\nenv:\n  GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}\n```",
+    # a secret word that qualifies another head noun names or describes a secret; it does not hold one
+    "a SecretProviderClass named by a CSI volume": POD.format(spec="", container="      volumeMounts: [{name: creds, mountPath: /mnt/creds}]\n") + "\n\n```yaml\nvolumes:\n  - name: creds\n    csi:\n      driver: secrets-store.csi.k8s.io\n      volumeAttributes: {secretProviderClass: invoices-db}\n```",
+    "a Vault role's token policies": "```bash\nvault write auth/kubernetes/role/orders bound_service_account_names=orders token_policies=orders-api-db token_ttl=1h\n```",
+    "policy and rotation settings": "```yaml\npasswordPolicy: strong-passwords-v2\nsecret_rotation_lambda: rotate-db-creds\ntokenReviewerJWT: projected\n```",
 }
 
 

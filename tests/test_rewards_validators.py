@@ -116,3 +116,22 @@ def test_a_missing_module_is_skipped_with_one_warning_and_a_note():
     assert "yamllint not installed: 1 block(s) not checked" in notes
     assert "kubernetes-validate not installed: 1 block(s) not checked" in notes
     assert result.stderr.count("reward validator yamllint is not installed") == 1
+
+
+@pytest.mark.parametrize("body", [
+    "a: 1\nb: 2\na: 3\n",
+    "x:\n  - {k: 1, k: 2}\n  - name: a\n    name: b\n",
+    "base: &b {a: 1}\nm:\n  <<: *b\n  <<: *b\n  a: 2\n  a: 3\n",   # the merge key may repeat
+    "---\na: 1\n---\na: 1\na: 2\n",                                 # each document on its own
+    "? [a, b]\n: 1\n? [a, b]\n: 2\n",                               # complex keys are not compared
+    "k: [a: 1, a: 2]\n",                                            # pairs in a flow sequence are not a mapping
+    "'a': 1\n\"a\": 2\n",                                           # quoting does not make a key different
+    "r: !Ref X\nr: !Sub Y\n",
+])
+def test_the_duplicate_key_scan_reports_what_yamllint_reports(body):
+    from yamllint import linter
+
+    from core.rewards.validators import _duplicate_keys, _yamllint_config
+
+    expected = [(p.line, p.desc) for p in linter.run(body, _yamllint_config()) if p.rule == "key-duplicates"]
+    assert _duplicate_keys(body) == expected

@@ -102,7 +102,10 @@ def validate(paths: Optional[list[Path]] = typer.Argument(None, help="Task files
     """Check task files against the schema: exit 0 when valid, 2 with one line per problem."""
     from tasks import load_tasks, validate_task_files
 
-    problems = validate_task_files(paths or None)
+    warnings: list[str] = []
+    problems = validate_task_files(paths or None, warnings=warnings)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     if problems:
         for problem in problems:
             print(problem, file=sys.stderr)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
 
-from core.rewards.code_blocks import BlockReport, dockerfile_instructions, yaml_documents
+from core.rewards import shell
+from core.rewards.code_blocks import ARITHMETIC, BlockReport, dockerfile_instructions, yaml_documents
 from core.rewards.text import Analysis
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,11 @@ class Command:
     @property
     def name(self) -> str:
         return self.words[0].rsplit("/", 1)[-1] if self.words else ""
+
+    @cached_property
+    def lowered(self) -> tuple[str, ...]:
+        """The words in lower case (the rubric's shell patterns match subcommands in any case)."""
+        return tuple(word.lower() for word in self.words)
 
 
 def _strip_wrappers(words: list[str]) -> list[str]:
@@ -156,9 +162,6 @@ def _simple_commands(line: str) -> tuple[list[list[str]], list[list[list[str]]]]
     return commands, pipelines
 
 
-_ARITHMETIC = re.compile(r"\$\(\((?:[^()]|\([^()]*\))*\)\)")
-
-
 @lru_cache(maxsize=2048)
 def parse_shell(script: str) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[tuple[str, ...], ...], ...]]:
     """(commands, pipelines) of a shell script: each command as its words (wrappers kept), each pipeline
@@ -168,12 +171,17 @@ def parse_shell(script: str) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[t
     if not _COMPOUND.search("\n".join(lines)):
         # no loops, conditions, functions, substitutions or here-documents: a line splits as bash would
         return _line_by_line(lines, _simple_commands)
+    text = ARITHMETIC.sub("0", "\n".join(lines))
+    try:
+        return _frozen(*shell.split(text))  # if/for/while and $(...): split as bashlex would, fifty times faster
+    except shell.Unsupported:
+        pass
     import bashlex
 
     commands: list[list[str]] = []
     pipelines: list[list[list[str]]] = []
     try:
-        for node in bashlex.parse(_ARITHMETIC.sub("0", "\n".join(lines))):
+        for node in bashlex.parse(text):
             _walk_bash(node, commands, pipelines)
     except Exception:  # bashlex raises its own errors and others on odd input
         return _line_by_line(lines, _shlex_commands)
@@ -243,19 +251,28 @@ def _unquote(value: Any) -> Any:
 
 
 def _merge(into: dict, other: dict) -> None:
-    """Deep-merge mappings (two `resource "aws_s3_bucket"` blocks end up side by side under one type)."""
+    """Deep-merge mappings (two `resource "aws_s3_bucket"` blocks end up side by side under one type).
+    Nested mappings of `other` are copied, never shared: `other` may be a cached parse of another answer."""
     for key, value in other.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
+        if isinstance(value, dict):
+            if not isinstance(into.get(key), dict):
+                into[key] = {}
             _merge(into[key], value)
         else:
             into[key] = value
 
 
+# Top-level blocks without labels that a module repeats (`import {}` per adopted resource): a list, one item
+# each, so they stay countable (`length(import)`, `import[].to`); labelled blocks merge by type and name.
+REPEATED_HCL_BLOCKS = frozenset({"import", "moved", "removed"})
+
+
 @lru_cache(maxsize=1024)
 def parse_hcl(body: str) -> dict | None:
-    """An HCL block as plain data: `{"resource": {"aws_s3_bucket": {"logs": {...}}}, "variable": {...}}`
-    (top-level blocks merged by type and name; repeated nested blocks such as `ingress` stay lists).
-    None when it does not parse; ImportError when python-hcl2 is not installed."""
+    """An HCL block as plain data: `{"resource": {"aws_s3_bucket": {"logs": {...}}}, "variable": {...},
+    "import": [{...}, {...}]}` (labelled top-level blocks merged by type and name; `import`, `moved` and
+    `removed` blocks and repeated nested blocks such as `ingress` stay lists). None when it does not parse;
+    ImportError when python-hcl2 is not installed."""
     import hcl2
 
     try:
@@ -264,7 +281,9 @@ def parse_hcl(body: str) -> dict | None:
         return None
     doc: dict = {}
     for key, value in _unquote(raw).items():
-        if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        if key in REPEATED_HCL_BLOCKS and isinstance(value, list):
+            doc[key] = value
+        elif isinstance(value, list) and all(isinstance(v, dict) for v in value):
             merged: dict = {}
             for item in value:
                 _merge(merged, item)
@@ -272,6 +291,21 @@ def parse_hcl(body: str) -> dict | None:
         else:
             doc[key] = value
     return doc
+
+
+class _DebugLevel(logging.Filter):
+    """Turns a record into a DEBUG one: it reaches the log file, never the console."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+
+@lru_cache(maxsize=1)
+def quiet_sqlglot() -> None:
+    """sqlglot warns about every statement it reads as a generic Command ("contains unsupported syntax"):
+    expected for answers in many dialects, so its messages go to the log file as DEBUG, not to stderr."""
+    logging.getLogger("sqlglot").addFilter(_DebugLevel())
 
 
 def normalise_sql(text: str) -> str:
@@ -286,7 +320,7 @@ def parse_sql(body: str) -> tuple[tuple[str, str], ...]:
     import sqlglot
     from sqlglot.errors import SqlglotError
 
-    logging.getLogger("sqlglot").setLevel(logging.ERROR)  # it warns about every dialect-specific statement
+    quiet_sqlglot()
     script = "\n".join(ln for ln in body.splitlines() if not ln.lstrip().startswith("\\"))
     script = "\n".join(ln.split("--", 1)[0] if "--" in ln and "'" not in ln else ln for ln in script.splitlines())
     out = []
@@ -357,7 +391,10 @@ class Artifacts:
                 self.missing.add("python-hcl2")
                 return None
             if doc is not None:
-                _merge(merged, doc)
+                repeated = {key: doc[key] for key in REPEATED_HCL_BLOCKS if key in doc}
+                _merge(merged, {key: value for key, value in doc.items() if key not in repeated})
+                for key, blocks in repeated.items():
+                    merged[key] = [*merged.get(key, []), *blocks]
                 found = True
         return merged if found else None
 

@@ -145,6 +145,15 @@ def _yaml_block_of_keywords(task: Any) -> str:
     return "Configuration:\n\n```yaml\n" + "\n".join(f"{k}: true" for k in keys if k) + "\n```\n"
 
 
+def _concepts_in_task_words(task: Any) -> str | None:
+    """Every concept alternative in a sentence made of the prompt's own words: prose that is "about the task"
+    by its vocabulary but says nothing of its own."""
+    words = re.findall(r"[\w`'.%-]+", task.desc)
+    chunks = [" ".join(words[at:at + 5]).strip(".") for at in range(0, len(words), 5)]
+    concepts = _concepts(task)
+    return "\n".join(f"We use {concept} because {chunks[at % len(chunks)]}." for at, concept in enumerate(concepts)) or None
+
+
 def _plain(task: Any) -> str:
     """The reference without its monitoring/security/documentation extras: plain, correct and honest."""
     kept, skipping = [], False
@@ -245,6 +254,7 @@ HACKS: dict[str, Callable[[Any, list[Any]], str | None]] = {
     "task echoed + essay": lambda task, _: f"You asked: {task.desc}\n\nHere is the plan.\n\n{GENERIC_ESSAY}",
     "concept sentences": lambda task, _: "\n".join(
         f"We use {concept} to make the platform safer and faster." for concept in _concepts(task)) or None,
+    "concept sentences in the task's words": lambda task, _: _concepts_in_task_words(task),
     "rubric descriptions pasted": lambda task, _: "\n\n".join(
         str(c.get("description", "")) for c in task.rubric if "forbid" not in str(c.get("check"))[:12]),
     "another task's reference": lambda task, pool: next(
@@ -272,8 +282,9 @@ def excellent_answers() -> dict[str, dict[str, str]]:
     return out
 
 
-def audit(tasks: list[Any], *, score: Callable[[str, Any], Any] | None = None) -> AuditReport:
-    """Score every hack, the plain answer and the excellent answers on every task that has a rubric."""
+def audit(tasks: list[Any], *, score: Callable[[str, Any], Any] | None = None, pool: list[Any] | None = None) -> AuditReport:
+    """Score every hack, the plain answer and the excellent answers on every task that has a rubric; `pool`
+    (default: `tasks`) is where "another task's reference" comes from."""
     if score is None:
         from core.rewards import score as score_fn
 
@@ -290,7 +301,7 @@ def audit(tasks: list[Any], *, score: Callable[[str, Any], Any] | None = None) -
         plain = score(_plain(task), task)
         row = Row(task.id, reference, plain, {})
         for name, make in HACKS.items():
-            answer = make(task, tasks)
+            answer = make(task, tasks if pool is None else pool)
             if answer:
                 row.hacks[name] = score(answer, task)
         for name, answer in excellent.get(task.id, {}).items():

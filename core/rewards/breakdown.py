@@ -93,13 +93,14 @@ def weights_for(task_type: str, overrides: Mapping[str, float] | None = None) ->
     return row
 
 
-def _task_fields(task: Any) -> tuple[str, list[str], Any]:
+def _task_fields(task: Any) -> tuple[str, list[str], Any, str]:
     if isinstance(task, Mapping):
         task_type, expected, rubric = task.get("type"), task.get("expected_outputs"), task.get("rubric")
+        desc = task.get("desc")
         label = f"task '{task.get('id', '?')}'"
     else:
         task_type, expected = getattr(task, "type", None), getattr(task, "expected_outputs", None)
-        rubric = getattr(task, "rubric", None)
+        rubric, desc = getattr(task, "rubric", None), getattr(task, "desc", None)
         label = f"task '{getattr(task, 'id', '?')}'"
     if not isinstance(task_type, str) or not task_type:
         raise UserError(f"{label}: key 'type' is missing; the reward needs the task type (e.g. kubernetes)")
@@ -107,7 +108,7 @@ def _task_fields(task: Any) -> tuple[str, list[str], Any]:
         expected = []
     if isinstance(expected, str) or not all(isinstance(e, str) for e in expected):
         raise UserError(f"{label}: key 'expected_outputs' must be a list of strings")
-    return task_type, [e for e in expected if e.strip()], rubric or None
+    return task_type, [e for e in expected if e.strip()], rubric or None, desc if isinstance(desc, str) else ""
 
 
 def strip_reasoning(answer: str) -> str:
@@ -132,7 +133,7 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
     (shellcheck, hadolint, kubernetes-validate, ...): the parsing and rubric tier only. Without a judge it
     is deterministic and makes no network calls.
     """
-    task_type, expected, rubric = _task_fields(task)
+    task_type, expected, rubric, desc = _task_fields(task)
     answer = strip_reasoning("" if answer is None else str(answer))
     weight = weights_for(task_type, weights)
     analysis = analyse(answer)
@@ -180,7 +181,7 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
     rubric_part: dict[str, Any] = {"score": None, "share": 0.0, "criteria": []}
     if rubric:
         rubric_score, results = evaluate(compile_rubric(rubric), artifacts, analysis.segments,
-                                         judge, judge_weight if judge else 0.0)
+                                         judge, judge_weight if judge else 0.0, task_desc=desc)
         rubric_part = {"score": rubric_score, "share": RUBRIC_SHARE, "criteria": [r.to_dict() for r in results]}
         if secrets or dangers:
             # an answer that solves the task dangerously must lose to a plain, safe one

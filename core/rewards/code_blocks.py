@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from core.rewards import shell
+
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+#.\-]*)")
 _LANGS = {
     "yaml": "yaml", "yml": "yaml", "k8s": "yaml",
@@ -181,6 +183,26 @@ def _yaml_findings(body: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[s
     return tuple(report.problems), tuple(report.issues), tuple(report.facts)
 
 
+@lru_cache(maxsize=1)
+def yaml_loader():
+    """PyYAML's safe loader (libyaml's when built) that also reads application tags such as CloudFormation's
+    `!Ref`, `!Sub` and `!GetAtt` as the plain value they tag, so such templates parse and can be checked."""
+    import yaml
+
+    class TagTolerantLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        pass
+
+    def plain(loader, _suffix: str, node):
+        if isinstance(node, yaml.MappingNode):
+            return loader.construct_mapping(node, deep=True)
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node, deep=True)
+        return loader.construct_scalar(node)
+
+    TagTolerantLoader.add_multi_constructor("!", plain)
+    return TagTolerantLoader
+
+
 @lru_cache(maxsize=1024)
 def yaml_documents(body: str) -> tuple:
     """The non-empty documents of a YAML (or JSON) block, () when it does not parse or is a template.
@@ -188,7 +210,7 @@ def yaml_documents(body: str) -> tuple:
     import yaml
 
     try:
-        return tuple(d for d in yaml.load_all(body, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if d is not None)
+        return tuple(d for d in yaml.load_all(body, Loader=yaml_loader()) if d is not None)
     except (yaml.YAMLError, RecursionError, ValueError):
         return ()
 
@@ -213,14 +235,15 @@ def _parse_yaml(body: str, report: BlockReport) -> None:
 
     if "{{" in body or "{%" in body:
         return  # a Helm/Jinja template: not YAML until rendered
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        docs = [d for d in yaml.load_all(body, Loader=loader) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at block line {mark.line + 1}" if mark is not None else ""
-        report.problems.append(f"yaml does not parse{where}: {getattr(exc, 'problem', None) or 'syntax error'}")
-        return
+    docs = yaml_documents(body)  # parsed once, shared with the rubric's checks
+    if not docs:  # broken or empty: parse again (rare) for the reason
+        try:
+            docs = [d for d in yaml.load_all(body, Loader=yaml_loader()) if d is not None]
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at block line {mark.line + 1}" if mark is not None else ""
+            report.problems.append(f"yaml does not parse{where}: {getattr(exc, 'problem', None) or 'syntax error'}")
+            return
     if not docs:
         report.problems.append("yaml block is empty")
         return
@@ -299,11 +322,37 @@ def _shell_count(word_pattern: tuple[str, re.Pattern], code: str) -> int:
     return len(pattern.findall(code)) if word in code else 0
 
 
+ARITHMETIC = re.compile(r"\$\(\((?:[^()]|\([^()]*\))*\)\)")
+
+
+@lru_cache(maxsize=1024)
+def _bash_parses(code: str) -> bool:
+    """Does bashlex parse the script (`$((...))`, which it does not implement, read as a number)? The fast
+    splitter answers first: what it accepts, bashlex accepts. False when bashlex is not installed."""
+    text = ARITHMETIC.sub("0", code)
+    if "\\\n" not in text:
+        try:
+            shell.split(text)
+            return True
+        except shell.Unsupported:
+            pass
+    try:
+        import bashlex
+    except ImportError:
+        return False
+    try:
+        bashlex.parse(text)
+    except Exception:  # bashlex raises its own errors and others on odd input
+        return False
+    return True
+
+
 def _check_shell(body: str, report: BlockReport) -> None:
     code = "\n".join(ln for ln in body.splitlines() if not ln.lstrip().startswith("#") or ln.startswith("#!"))
     unquoted = _SHELL_QUOTED.sub("''", code)
     for opener, closer in _SHELL_PAIRS:
-        if _shell_count(opener, unquoted) != _shell_count(closer, unquoted):
+        # the keywords are counted first (fast); a miscount (`ping -M do`, `echo done`) is settled by the parser
+        if _shell_count(opener, unquoted) != _shell_count(closer, unquoted) and not _bash_parses(code):
             report.problems.append("shell: unbalanced if/fi, case/esac or do/done")
             return
     if code.rstrip().endswith("\\"):

@@ -6,16 +6,28 @@ from __future__ import annotations
 
 import re
 
+# Verbs of a control that stops or catches something: "an SCP blocks 0.0.0.0/0 on port 22", "the Config rule
+# flags security groups that open 22 to the world", "remove `--insecure`". What they govern is described or
+# removed, not advised, anywhere later in their clause (a policy's sentence is long).
+_ENFORCING = frozenset(
+    "forbid forbids forbidden forbidding disallow disallows disallowed disallowing prohibit prohibits prohibited "
+    "prohibiting deny denies denied denying block blocks blocked blocking reject rejects rejected rejecting prevent "
+    "prevents prevented preventing restrict restricts restricted restricting flag flags flagged flagging detect "
+    "detects detected detecting revoke revokes revoked revoking remove removes removed removing catch catches caught "
+    "catching alert alerts alerting remediate remediates remediated remediating quarantine quarantines".split()
+)
 # A negation cue governs what follows it in the same clause ("do not pipe curl into bash", "no hostPID").
 _CUES = frozenset(
     "never not no don't dont doesn't don’t mustn't shouldn't won't can't cannot avoid avoiding avoids "
-    "without instead rather stop forbid forbids forbidden disallow disallows prohibit prohibits deny denies denied "
-    "block blocks blocked reject rejects rejected prevent prevents".split()
-)
+    "without instead rather stop".split()
+) | _ENFORCING
+# A quick test that a text may hold a cue at all (most sentences hold none).
+HINT = re.compile(r"(?i)\b(?:" + "|".join(sorted(map(re.escape, _CUES))) + r")\b|n't|n’t")
 # Cues that only negate what comes before them ("chmod 777 is dangerous") are checked after the phrase.
 _AFTER_CUES = re.compile(r"(?i)^[^.;!?]{0,40}?\b(?:(?:is|are|would be|was)\s+(?:a\s+|an\s+)?(?:dangerous|insecure|unsafe|"
                          r"bad (?:idea|practice)|anti-?pattern|forbidden|discouraged|not (?:recommended|allowed|safe|"
-                         r"a good idea)|never (?:ok|acceptable|allowed)|blocked|rejected|denied)|should (?:be avoided|never))\b")
+                         r"a good idea)|never (?:ok|acceptable|allowed)|blocked|rejected|denied|flagged|detected|revoked|removed|"
+                         r"prohibited|disallowed|prevented|caught)|should (?:be avoided|never))\b")
 # A second negation that turns the cue back into advice: "don't forget to", "never fail to", "not only".
 _UNDO = frozenset("forget forgetting hesitate fail neglect omit miss skip".split())
 _CLAUSE = re.compile(r"(?:[.;!?](?:\s|$)|,\s*(?:but|then|and then|so)\b|\s(?:but|however|although|though|then)\s|\s[-–—]\s)",
@@ -47,10 +59,11 @@ def negated(before: str, after: str = "") -> bool:
     cues = [at for at, word in enumerate(words) if word in _CUES and _is_cue(words, at)]
     if not cues:
         return False
-    near = [at for at in cues if at >= len(words) - REACH]
-    at = near[-1] if near else cues[0] if cues[0] <= 1 else None  # a far cue counts when it opens the clause
-    if at is None:
+    # a far cue counts when it opens the clause, or when it is a control's verb ("blocks ... with 0.0.0.0/0")
+    governing = [at for at in cues if at >= len(words) - REACH or at <= 1 or words[at] in _ENFORCING]
+    if not governing:
         return False
+    at = governing[-1]
     return not any(w in _UNDO for w in words[at + 1:])
 
 

@@ -19,6 +19,7 @@ DENSE_CODE = 0.5  # the same for a code block (real manifests and scripts stay u
 TEMPLATE_DENSITY = 0.25  # a sentence this keyword-heavy ...
 TEMPLATE_REPEATS = 4  # ... whose function-word skeleton recurs this often is a template filled with keywords
 NGRAM = 8
+_WORD = re.compile(r"[a-z][a-z'\-]*")
 
 def _clip(value: float, cap: float) -> float:
     return round(min(cap, max(0.0, value)), 4)
@@ -78,22 +79,31 @@ def keyword_stuffing(analysis: Analysis, dense_evidence: list[str], unsupported:
 
 
 def repetition(analysis: Analysis) -> tuple[float, list[str]]:
-    """Repeated lines and repeated 8-word runs (the same paragraph pasted again)."""
-    words = analysis.words
+    """Repeated lines and repeated 8-word runs in the prose (the same paragraph pasted again), and code blocks
+    pasted twice. Code repeats its own structure (one recording rule per window, one resource per zone), so
+    inside a block nothing counts as repetition."""
+    prose = [line.lower() for line in analysis.prose_lines]
+    words = _WORD.findall(" ".join(prose))
     evidence = []
     ngram_dup = 0.0
     if len(words) >= 4 * NGRAM:
         distinct = len(set(zip(*(words[i:] for i in range(NGRAM)))))  # a set: only the count matters
         ngram_dup = 1.0 - distinct / (len(words) - NGRAM + 1)
-    lines = [ln.strip().lower() for ln in analysis.answer.splitlines() if len(ln.strip()) >= 25]
-    line_dup = 0.0
+    lines = [ln.strip() for ln in prose if len(ln.strip()) >= 25]
+    blocks = [b.body.strip() for b in analysis.blocks if b.body.strip()]
+    line_dup = block_dup = 0.0
     if lines:
         counts = Counter(lines)
         line_dup = sum(c - 1 for c in counts.values()) / len(lines)
         worst, times = counts.most_common(1)[0]
         if times > 1 and line_dup > 0.1:
             evidence.append(f"a line appears {times} times: \"{worst[:60]}\"")
-    value = 1.2 * max(0.0, ngram_dup - 0.12) + 0.5 * max(0.0, line_dup - 0.12)
+    if len(blocks) > 1:
+        copies = Counter(blocks)
+        block_dup = sum(len(body) * (c - 1) for body, c in copies.items()) / sum(map(len, blocks))
+        if block_dup:
+            evidence.append(f"{sum(c - 1 for c in copies.values())} code block(s) pasted again")
+    value = 1.2 * max(0.0, ngram_dup - 0.12) + 0.5 * max(0.0, line_dup - 0.12) + 1.2 * max(0.0, block_dup - 0.12)
     if ngram_dup > 0.12:
         evidence.insert(0, f"{ngram_dup:.0%} of 8-word runs are repeats")
     return _clip(value, 0.6), evidence if value > 0 else []

@@ -17,9 +17,10 @@ from functools import lru_cache
 from typing import Any
 
 from core.rewards.artifacts import Artifacts, normalise_sql
-from core.rewards.negation import negated
+from core.rewards.negation import HINT as NEGATION_HINT, negated
 from core.rewards.signals import _snippet
-from core.rewards.text import _TOKEN, Segment, phrase_key
+from core.rewards.text import _TOKEN, STOPWORDS, Segment, phrase_key, stem
+from core.rewards.text import tokens as tokens_of
 
 CHECK_KINDS = ("concept", "yaml", "hcl", "sql", "shell", "dockerfile", "pattern", "forbid")
 CRITERIA_RANGE = (4, 10)
@@ -35,8 +36,11 @@ PASSED, PARTIAL, FAILED = "passed", "partial", "failed"
 DENSE_CONCEPT_CODE = 0.4
 DENSE_CONCEPT_PROSE = 0.75
 CONCEPT_ONLY_FACTOR = 0.5
-_NEGATION_HINT = re.compile(r"(?i)\b(?:no|not|never|avoid\w*|without|instead|rather|stop|forbid\w*|disallow\w*|"
-                            r"prohibit\w*|den(?:y|ies|ied)|block\w*|reject\w*|prevent\w*)\b|n't")
+# An answer is about its task when its own sentences (not a copy of the prompt) use this share of the prompt's
+# content words and this many content words that neither the prompt nor the rubric has (see _about_task).
+ABOUT_COVERAGE = 0.3
+ABOUT_OWN_WORDS = 12
+_ECHO_GRAM = 5  # a sentence most of whose 5-word runs are in the prompt is a copy of it
 
 
 class RubricError(ValueError):
@@ -54,6 +58,7 @@ class Outcome:
     score: float
     evidence: list[str] = field(default_factory=list)
     grounded: bool = False
+    capped: bool = False  # the rubric's `cap` limited it: its writer has said what this alternative is worth
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -68,7 +73,15 @@ def _loose_pattern(alternative: str) -> re.Pattern:
 
 
 @dataclass
-class ConceptCheck:
+class _Check:
+    """What every single-kind check has: `cap`, the most it may earn (a rubric's `cap: 0.5` on a text-only
+    alternative says "prose gets half")."""
+
+    cap: float = field(default=1.0, kw_only=True)
+
+
+@dataclass
+class ConceptCheck(_Check):
     """Groups of alternative phrases; each group is met by any one of its phrases in substantive text."""
 
     groups: list[list[tuple[str, tuple[str, ...], re.Pattern]]]
@@ -104,14 +117,15 @@ def _tally(items: list, find) -> Outcome:
 
 def _truthy(value: Any) -> bool:
     """JMESPath's truth, except that a list of only false values (`[[], null]`, what a projection over
-    documents without a match returns) is no match either."""
+    documents without a match returns) is no match either; an empty mapping in a list is an item that was
+    selected (`ingress: [{}]`, the allow-all rule), so `[{}]` is a match."""
     if isinstance(value, list):
-        return any(map(_truthy, value))
+        return any(isinstance(item, dict) or _truthy(item) for item in value)
     return value not in (None, False, {}, "")
 
 
 @dataclass
-class QueryCheck:
+class QueryCheck(_Check):
     """JMESPath queries over the answer's YAML/JSON documents (`yaml`) or merged HCL (`hcl`); each must
     select something (non-empty, not false) in some document."""
 
@@ -128,15 +142,34 @@ class QueryCheck:
             f"no {self.source.upper()} document has `{query[0]}`"))
 
 
+@lru_cache(maxsize=1)
+def _jmespath_options():
+    """JMESPath options whose functions answer null instead of raising on a value of the wrong type, so
+    `steps[?starts_with(run, 'make')]` skips a step without `run` rather than failing the whole query, and
+    `values(jobs)` on a document without `jobs` is null."""
+    import jmespath
+    from jmespath import exceptions, functions
+
+    class TolerantFunctions(functions.Functions):
+        def call_function(self, function_name, resolved_args):
+            try:
+                return super().call_function(function_name, resolved_args)
+            except exceptions.JMESPathTypeError:
+                return None
+
+    return jmespath.Options(custom_functions=TolerantFunctions())
+
+
 def _search(compiled: Any, doc: Any) -> Any:
+    """A query on one document; what still raises on odd data (an arity error) is no match there."""
     try:
-        return compiled.search(doc)
-    except Exception:  # a type error inside a JMESPath function on odd data is "no match"
+        return compiled.search(doc, options=_jmespath_options())
+    except Exception:  # jmespath raises several error types
         return None
 
 
 @dataclass
-class SqlCheck:
+class SqlCheck(_Check):
     """Parsed SQL statements: each pattern must appear in one statement (normalised text)."""
 
     patterns: list[tuple[str, str]]
@@ -176,7 +209,8 @@ def _short_group(word: str) -> str:
 
 
 def _has_words(words: tuple[str, ...], wanted: tuple[str, ...]) -> bool:
-    """The command is `wanted[0]` and the other wanted words follow in order (flags may sit between)."""
+    """The command is `wanted[0]` and the other wanted words follow in order (flags may sit between); both
+    in lower case (`redis-cli INFO` is `redis-cli info`)."""
     if not words or words[0].rsplit("/", 1)[-1] != wanted[0]:
         return False
     rest = iter(words[1:])
@@ -184,7 +218,7 @@ def _has_words(words: tuple[str, ...], wanted: tuple[str, ...]) -> bool:
 
 
 @dataclass
-class ShellCheck:
+class ShellCheck(_Check):
     """Parsed shell commands: each pattern is a command (words in order) with the flags it must carry."""
 
     patterns: list[ShellPattern]
@@ -197,7 +231,7 @@ class ShellCheck:
         for pattern in self.patterns:
             best, where = 0.0, None
             for command in commands:
-                if not _has_words(command.words, pattern.words):
+                if not _has_words(command.lowered, pattern.words):
                     continue
                 present = sum(_has_flag(command.words, f) for f in pattern.flags)
                 credit = (1 + present) / (1 + len(pattern.flags))
@@ -224,7 +258,7 @@ class DockerAssertion:
 
 
 @dataclass
-class DockerfileCheck:
+class DockerfileCheck(_Check):
     assertions: list[DockerAssertion]
 
     def run(self, view: _View) -> Outcome:
@@ -248,7 +282,7 @@ def _docker_hit(a: DockerAssertion, instructions: list[tuple[str, str]]) -> str 
 
 
 @dataclass
-class PatternCheck:
+class PatternCheck(_Check):
     """Regexes searched in valid code blocks and substantive prose (a negated mention does not count)."""
 
     regexes: list[tuple[str, re.Pattern]]
@@ -283,6 +317,10 @@ def _run(check: Any, view: _View) -> Outcome:
     if not isinstance(check, AnyOf):  # alternatives keep the grounding of the one that won
         textual = isinstance(check, (ConceptCheck, PatternCheck)) and not outcome.grounded
         outcome.grounded = outcome.score > 0 and not textual
+    cap = getattr(check, "cap", 1.0)
+    if outcome.score > cap:
+        outcome.score, outcome.capped = cap, True
+        outcome.evidence.append(f"at most {cap:g}: the rubric caps this alternative")
     return outcome
 
 
@@ -363,11 +401,85 @@ def _stops_projecting(node: Any) -> bool:
     return any(_stops_projecting(child) for child in children)
 
 
+_JMESPATH_TYPES = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object",
+                   type(None): "null"}
+_ORDERING = frozenset({"lt", "lte", "gt", "gte"})
+
+
+def query_warnings(text: str, parsed: Any) -> list[str]:
+    """Why a compiled JMESPath query can never select anything, from its syntax tree (empty when it can):
+    `!a.b` (the `!` applies to `a`), a bare CamelCase name compared like a string, an ordering against a
+    string, a function that does not exist, is called with the wrong number of arguments or with a literal
+    of a type it never accepts."""
+    from jmespath.functions import Functions
+
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if not isinstance(node, dict):
+            return
+        kind, children = node.get("type"), node.get("children") or []
+        if kind == "subexpression" and children and isinstance(children[0], dict) and children[0].get("type") == "not_expression":
+            found.append(f"`{text}`: `!` binds tighter than `.`, so `!a.b` is always null; write `!(a.b)`")
+        if kind == "comparator":
+            for side in children:
+                if isinstance(side, dict) and side.get("type") == "field" and str(side.get("value", ""))[:1].isupper() \
+                        and any(isinstance(o, dict) and o.get("type") == "field" and o is not side for o in children):
+                    found.append(f"`{text}`: `{side['value']}` is read as a field name; a string needs quotes: '{side['value']}'")
+            if node.get("value") in _ORDERING and any(isinstance(c, dict) and c.get("type") == "literal"
+                                                      and isinstance(c.get("value"), str) for c in children):
+                found.append(f"`{text}`: <, <=, > and >= compare numbers only; against a string they never hold")
+        if kind == "function_expression":
+            name = node.get("value")
+            spec = Functions.FUNCTION_TABLE.get(name)
+            if spec is None:
+                found.append(f"`{text}`: JMESPath has no function `{name}()`")
+            else:
+                signature = spec["signature"]
+                variadic = bool(signature) and signature[-1].get("variadic")
+                if len(children) < len(signature) or (not variadic and len(children) > len(signature)):
+                    found.append(f"`{text}`: `{name}()` takes {len(signature)} argument(s), got {len(children)}")
+                for argument, expected in zip(children, signature):
+                    accepted = expected.get("types") or []
+                    if isinstance(argument, dict) and argument.get("type") == "literal" and accepted \
+                            and _JMESPATH_TYPES.get(type(argument.get("value"))) not in accepted:
+                        found.append(f"`{text}`: `{name}()` never accepts {argument.get('value')!r} "
+                                     f"({_JMESPATH_TYPES.get(type(argument.get('value')))}; it takes {', '.join(accepted)})")
+        for child in children:
+            walk(child)
+
+    walk(parsed)
+    return list(dict.fromkeys(found))
+
+
+def rubric_warnings(rubric: Any) -> list[tuple[int, str]]:
+    """(criterion index, message) for every yaml/hcl query of a valid rubric that can never match."""
+    found = []
+    for index, item in enumerate(rubric if isinstance(rubric, list) else []):
+        try:
+            check = compile_check(item.get("check"), f"rubric[{index}]") if isinstance(item, Mapping) else None
+        except RubricError:
+            continue
+        for query_check in _query_checks(check):
+            for text, compiled in query_check.queries:
+                found.extend((index, f"rubric[{index}] '{item.get('id')}': {query_check.source} query {message}")
+                             for message in query_warnings(text, compiled.parsed))
+    return found
+
+
+def _query_checks(check: Any) -> list[QueryCheck]:
+    if isinstance(check, AnyOf):
+        return [q for c in check.checks for q in _query_checks(c)]
+    if isinstance(check, ForbidCheck):
+        return _query_checks(check.inner)
+    return [check] if isinstance(check, QueryCheck) else []
+
+
 def _compile_shell(value: Any, where: str) -> ShellCheck:
     patterns = []
     for text in _strings(value, where, "shell (a command such as 'kubectl drain --ignore-daemonsets')"):
         parts = text.split()
-        words = tuple(p for p in parts if not p.startswith("-"))
+        words = tuple(p.lower() for p in parts if not p.startswith("-"))
         flags = tuple(p for p in parts if p.startswith("-"))
         if not parts or parts[0].startswith("-"):
             raise RubricError(f"{where}: shell pattern {text!r} must start with the command name")
@@ -419,16 +531,28 @@ def compile_check(spec: Any, where: str, *, inside_forbid: bool = False) -> Any:
         if not spec:
             raise RubricError(f"{where}: an empty list of checks; give at least one")
         return AnyOf([compile_check(s, f"{where}[{i}]", inside_forbid=inside_forbid) for i, s in enumerate(spec)])
-    if not isinstance(spec, Mapping) or len(spec) != 1:
-        got = sorted(map(str, spec)) if isinstance(spec, Mapping) else type(spec).__name__
-        raise RubricError(f"{where}: a check is a mapping with exactly one kind ({', '.join(CHECK_KINDS)}), "
-                          f"or a list of them; got {got}")
-    ((kind, value),) = spec.items()
+    cap = spec.get("cap") if isinstance(spec, Mapping) else None
+    kinds = {k: v for k, v in spec.items() if k != "cap"} if isinstance(spec, Mapping) else spec
+    if not isinstance(kinds, Mapping) or len(kinds) != 1:
+        got = sorted(map(str, kinds)) if isinstance(kinds, Mapping) else type(spec).__name__
+        raise RubricError(f"{where}: a check is a mapping with exactly one kind ({', '.join(CHECK_KINDS)}) and an "
+                          f"optional 'cap', or a list of them; got {got}")
+    ((kind, value),) = kinds.items()
     if kind not in CHECK_KINDS:
         from core.errors import did_you_mean
 
         raise RubricError(f"{where}: unknown check kind '{kind}' (one of {', '.join(CHECK_KINDS)}){did_you_mean(str(kind), CHECK_KINDS)}")
-    where = f"{where}: {kind}"
+    check = _compile_kind(kind, value, f"{where}: {kind}", inside_forbid)
+    if "cap" in spec:
+        if kind == "forbid" or isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap <= 1:
+            raise RubricError(f"{where}: 'cap' is the most this {kind} check may earn, a number above 0 and at most 1 "
+                              f"(e.g. 0.5: prose gets half), and not on a forbid; got {cap!r}")
+        check.cap = float(cap)
+    return check
+
+
+def _compile_kind(kind: str, value: Any, where: str, inside_forbid: bool) -> Any:
+    """The runnable check of one kind."""
     if kind == "concept":
         return _compile_concept(value, where)
     if kind in ("yaml", "hcl"):
@@ -537,7 +661,9 @@ class _View:
         # Inside a `forbid`, a warning ("never use --force") is not a violation; elsewhere a negated mention
         # still counts ("Kyverno rejects privileged pods" is what a guardrail criterion asks for).
         self.in_forbid = False
-        self.segments = [s for s in segments if s.substantive and s.kind != "heading"
+        # a heading counts when it heads a real section: a postmortem written as `## Timeline` sections has
+        # its section names there; a heading over one stock sentence (a hack's template) does not count
+        self.segments = [s for s in segments if (s.section if s.kind == "heading" else s.substantive)
                          and not _dense(s, concept_keys)]
 
     def find_concept(self, group) -> tuple[str, Segment] | None:
@@ -547,7 +673,7 @@ class _View:
             for segment in self.segments:
                 if needle not in _joined(segment):
                     continue
-                if self.in_forbid and segment.kind not in ("code", "inline_code") and _NEGATION_HINT.search(segment.text):
+                if self.in_forbid and segment.kind not in ("code", "inline_code") and NEGATION_HINT.search(segment.text):
                     match = loose.search(segment.text)
                     if match and negated(segment.text[: match.start()], segment.text[match.end():]):
                         continue
@@ -578,9 +704,12 @@ def _joined(segment: Segment) -> str:
 def _dense(segment: Segment, keys: list[tuple[str, ...]]) -> bool:
     """A segment mostly made of the rubric's own concept words (a YAML block of keywords, a keyword line)."""
     n = len(segment.tokens)
-    if n < 6 or segment.kind == "inline_code":
+    if segment.kind == "inline_code":
+        limit = n - 0.5  # a backticked term made only of concept words (`kill switch`) is a keyword, not a command
+    elif n < 6:
         return False
-    limit = (DENSE_CONCEPT_CODE if segment.kind == "code" else DENSE_CONCEPT_PROSE) * n
+    else:
+        limit = (DENSE_CONCEPT_CODE if segment.kind == "code" else DENSE_CONCEPT_PROSE) * n
     joined = _joined(segment)
     present = [k for k in keys if " " + " ".join(k) + " " in joined]
     if sum(joined.count(" " + " ".join(k) + " ") * len(k) for k in present) <= limit:
@@ -615,12 +744,16 @@ def _status(value: float) -> str:
 
 
 def evaluate(criteria: Sequence[Criterion], artifacts: Artifacts, segments: list[Segment],
-             judge: Mapping[str, float] | None = None, judge_weight: float = 0.0) -> tuple[float, list[CriterionResult]]:
+             judge: Mapping[str, float] | None = None, judge_weight: float = 0.0,
+             task_desc: str = "") -> tuple[float, list[CriterionResult]]:
     """(rubric score in [0, 1], one result per criterion).
 
     A criterion earns its weight times its score; a `forbid` criterion takes its weight times the violation
-    off; the sum is divided by the weights of the criteria that add points. With judge grades (criterion
-    id -> [0, 1], 1 = met / avoided), each criterion's score is blended: (1 - w) * rule + w * judge.
+    off; the sum is divided by the weights of the criteria that add points. When the rubric checks artifacts
+    and none of those checks found anything, text-only credit counts half for the criteria that ask for an
+    artifact, and for every criterion when the answer is not about the task (`task_desc`, the prompt) in
+    words of its own. With judge grades (criterion id -> [0, 1], 1 = met / avoided), each criterion's score
+    is blended: (1 - w) * rule + w * judge.
     """
     keys = list(dict.fromkeys(k for c in criteria for k in _concept_keys(c.check)))
     view = _View(artifacts, segments, keys)
@@ -628,17 +761,27 @@ def evaluate(criteria: Sequence[Criterion], artifacts: Artifacts, segments: list
     for criterion in criteria:
         view.in_forbid = criterion.forbidden
         outcomes.append(_run(criterion.check.inner if criterion.forbidden else criterion.check, view))
-    # Concepts in text alone are weak evidence: when the rubric checks artifacts and none of those checks
-    # found anything, what the concepts earned counts half (pasted checklists, echoed prompts, essays).
+    # Text alone is weak evidence: when the rubric checks artifacts and none of those checks found anything,
+    # text-only credit counts half where the criterion asks for an artifact (a manifest, a command), and
+    # everywhere when the answer does not speak about this task in words of its own (essays, echoed prompts,
+    # pasted checklists, concept sentences). Incident and design answers are legitimately prose.
     structural = any(_has_structure(c.check) for c in criteria if not c.forbidden)
     grounded = any(o.grounded for c, o in zip(criteria, outcomes) if not c.forbidden)
+    about: tuple[bool, str] | None = None
     results = []
     earned = penalty = total = 0.0
     for criterion, outcome in zip(criteria, outcomes):
         value = outcome.score
         if structural and not grounded and not criterion.forbidden and value > 0:
-            value *= CONCEPT_ONLY_FACTOR
-            outcome.evidence.append(f"x{CONCEPT_ONLY_FACTOR}: no artifact check of this rubric passed, concepts count half")
+            if _asks_artifact(criterion.check) and not outcome.capped:
+                why = "this criterion asks for an artifact and no artifact check of this rubric passed"
+            else:
+                if about is None:
+                    about = _about_task(task_desc, criteria, view.segments)
+                why = None if about[0] else f"no artifact check of this rubric passed and {about[1]}"
+            if why:
+                value *= CONCEPT_ONLY_FACTOR
+                outcome.evidence.append(f"x{CONCEPT_ONLY_FACTOR}: {why}")
         evidence = list(outcome.evidence)
         if criterion.forbidden:
             evidence = ([f"violated: {e}" for e in evidence if not e.startswith(("no ", "not found"))]
@@ -661,6 +804,50 @@ def evaluate(criteria: Sequence[Criterion], artifacts: Artifacts, segments: list
                                        criterion.forbidden, evidence))
     score = (earned - penalty) / total if total else 0.0
     return round(min(1.0, max(0.0, score)), 4), results
+
+
+_CONTENT_STOP = STOPWORDS | {stem(word) for word in STOPWORDS}
+
+
+def _content(words) -> set[str]:
+    return {w for w in words if len(w) > 2 and w not in _CONTENT_STOP}
+
+
+def _about_task(task_desc: str, criteria: Sequence[Criterion], segments: list[Segment]) -> tuple[bool, str]:
+    """Does the answer speak about this task in words of its own? Its segments, except copies of the prompt,
+    must use ABOUT_COVERAGE of the prompt's content words (a generic essay does not) and ABOUT_OWN_WORDS
+    content words that neither the prompt nor the rubric has (an echoed prompt, pasted criteria or concept
+    sentences have none). Returns the verdict and, when it is no, why."""
+    prompt = phrase_key(task_desc)
+    grams = {tuple(prompt[at:at + _ECHO_GRAM]) for at in range(len(prompt) - _ECHO_GRAM + 1)}
+    used: set[str] = set()
+    for segment in segments:
+        tokens = segment.tokens
+        runs = [tuple(tokens[at:at + _ECHO_GRAM]) for at in range(len(tokens) - _ECHO_GRAM + 1)]
+        if not (runs and 2 * sum(run in grams for run in runs) >= len(runs)):
+            used.update(tokens)
+    wanted = _content(prompt)
+    coverage = len(wanted & used) / len(wanted) if wanted else 0.0
+    known = set(prompt)
+    for criterion in criteria:
+        known.update(tokens_of(criterion.description))
+        for key in _concept_keys(criterion.check):
+            known.update(key)
+    own = len(_content(used) - known)
+    if coverage >= ABOUT_COVERAGE and own >= ABOUT_OWN_WORDS:
+        return True, ""
+    return False, (f"the answer is not about the task in its own words ({coverage:.0%} of the prompt's words, "
+                   f"{own} words of its own; needs {ABOUT_COVERAGE:.0%} and {ABOUT_OWN_WORDS})")
+
+
+def _asks_artifact(check: Any) -> bool:
+    """A criterion whose check (or one of its alternatives) reads a parsed artifact: YAML/JSON, HCL, SQL, shell
+    commands or a Dockerfile. Its evidence is the artifact; prose is the fallback."""
+    if isinstance(check, AnyOf):
+        return any(_asks_artifact(c) for c in check.checks)
+    if isinstance(check, ForbidCheck):
+        return False
+    return isinstance(check, (QueryCheck, SqlCheck, ShellCheck, DockerfileCheck))
 
 
 def _has_structure(check: Any) -> bool:

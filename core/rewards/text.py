@@ -7,6 +7,7 @@ Signals only count inside substantive segments, so a bare list of buzzwords earn
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -19,13 +20,7 @@ _LOWER_WORD = re.compile(r"[a-z][a-z'\-]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[^a-z\s])")
 _LIST_MARK = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
 _LIST_STARTS = frozenset("-*+0123456789")
-_INLINE_CODE = re.compile(r"`([^`\n]{3,200})`")
-_CLI_COMMAND = re.compile(
-    r"^(?:sudo\s+)?(?:kubectl|helm|aws|gcloud|az|terraform|tofu|docker|podman|git|systemctl|journalctl|psql|mysql|"
-    r"redis-cli|openssl|curl|promtool|velero|argocd|kustomize|trivy|cosign|vault|ansible(?:-playbook)?|pg_dump|"
-    r"pg_restore|pg_basebackup|etcdctl|istioctl|cilium|dig|nslookup|tracepath|ping|ss|lsof|du|df|make|pluto|"
-    r"kubeconform|conftest|crane|skopeo|npm|pip|go|cargo|mvn|gradle|nginx|certbot|patronictl|pgbackrest|k6)\s+\S"
-)
+_INLINE_CODE = re.compile(r"`([^`\n]+)`")
 _HEADING = re.compile(r"^(?:#{1,6}\s+\S|\*\*[^*\n]{2,60}(?::\*\*|\*\*:?)(?:\s|$))")  # "## X" or a "**Label:**"
 _BOLD_ONLY = re.compile(r"^\*\*[^*\n]{2,60}\*\*:?$")
 
@@ -37,6 +32,16 @@ STOPWORDS = frozenset(
     "do does done use uses using per via also just both same one first last next instead rather because "
     "keep make get set let up out off".split()
 )
+
+# An inline command is recognised by its shape, not by a list of CLIs: a program-like first word (`nc`,
+# `kafka-consumer-groups`, `./deploy.sh`) and arguments, and not an expression or a config line
+# (`cl_waiting > 0`, `encrypt = true`, `sum by (cluster) (up)`) or prose in backticks.
+_PROGRAM = re.compile(r"^(?:\.{0,2}/)?[a-z][a-z0-9._+-]*(?:/[a-z0-9._+-]+)*$")
+_SHAPED_ARGUMENT = re.compile(r"^-|[/=.:@$*~{}<>|&;'\"\d]")
+_EXPRESSION_WORDS = frozenset({"=", "==", "!=", "<=", ">=", "=~", "!~", ":="})
+_EXPRESSION_START = frozenset({">", "<", "-", "+", "*", "/", "%", "by", "without", "unless", "and", "or"})
+_SUBSHELL = re.compile(r"(?<![$<])\(")
+_QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
 
 _IRREGULAR = {"was": "was", "has": "has", "is": "is", "does": "do", "this": "this", "its": "its", "us": "us"}
 
@@ -61,6 +66,30 @@ def stem(word: str) -> str:
     if word.endswith("e") and len(word) > 4:
         word = word[:-1]
     return word
+
+
+@lru_cache(maxsize=8192)
+def looks_like_command(span: str) -> bool:
+    """Is this backticked span a shell command (`nc -z db 5432`, `terraform plan`, `jcmd 1 GC.heap_info`)?"""
+    words = span.strip().removeprefix("$ ").split()
+    if len(words) < 2 or len(span) > 200 or not _PROGRAM.match(words[0]):
+        return False
+    arguments = words[1:]
+    if arguments[0] in _EXPRESSION_START or any(w in _EXPRESSION_WORDS for w in arguments):
+        return False
+    prose = sum(w in STOPWORDS for w in arguments)
+    if prose >= 2 and 2 * prose >= len(arguments):
+        return False  # "pods are replaced and ..." in backticks
+    if words[0] in STOPWORDS and not any(map(_SHAPED_ARGUMENT.search, arguments)):
+        return False  # `use the cache`, `make sense`
+    if _SUBSHELL.search(_QUOTED.sub("", span)):  # parentheses: only real shell syntax (`test (3.10)` is not)
+        import bashlex
+
+        try:
+            bashlex.parse(span)
+        except Exception:  # bashlex raises its own errors and others on odd input
+            return False
+    return True
 
 
 _ALNUM = re.compile(r"[A-Za-z0-9]+")
@@ -99,9 +128,10 @@ class Segment:
     text: str
     tokens: list[str]
     substantive: bool
-    reason: str = ""  # why it does not count ("bare list", "too short", "no prose words", "broken code")
+    reason: str = ""  # why it does not count ("bare list", "too short", "terse template", ...); "terse": it counts
     block: BlockReport | None = None
     supported: bool = False  # a heading with real content under it (counts for expected outputs)
+    section: bool = False  # a heading over real content, not one stock line (rubric checks see it)
     hits: list[tuple[str, str]] = field(default_factory=list)  # (dimension, signal) rubric matches
     covered: int = 0  # tokens covered by rubric matches
     stops: int = 0  # function words (prose has them; keyword strings do not)
@@ -125,29 +155,65 @@ class Analysis:
         return [s for s in self.segments if s.substantive]
 
 
-def _prose_judgement(text: str, kind: str) -> tuple[bool, str, tuple[str, ...]]:
-    """Is this sentence real prose (enough words, not a comma list of terms)? Also returns its function
-    words in order: the sentence's skeleton, which templated keyword sentences share."""
+# A terse fact: "Rollback: `git revert`.", "Scanners: `trivy`, `grype` and `syft`." (a label and one to three
+# short items), or three or four words with a function word that is not a conjunction ("Page on burn rate.").
+_LABEL = re.compile(r"^\**([A-Za-z][\w /()-]{0,30}?)\**:\**\s+(\S.*)$")
+_ITEMS = re.compile(r",|;|\s(?:and|or)\s")
+_CONJUNCTIONS = frozenset({"and", "or", "but", "both"})
+MAX_LABELLED_ITEMS = 3
+TERSE_TEMPLATE = 3  # this many terse facts of one shape ("Use X.", "Tooling: X.") are a keyword list in disguise
+
+
+def _terse_shape(text: str, words: list[str], skeleton: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The shape of a terse fact (its label, or its first word: "Use X.", "Use Y." share one), or None when
+    the text is not one."""
+    label = _LABEL.match(text.strip())
+    if label:
+        items = [item for item in _ITEMS.split(label.group(2).strip().rstrip(".")) if item.strip()]
+        ok = 1 <= len(items) <= MAX_LABELLED_ITEMS and all(len(item.split()) <= 3 for item in items)
+        return (label.group(1).strip().lower() + ":",) if ok else None
+    return (words[0],) if len(words) >= 3 and any(word not in _CONJUNCTIONS for word in skeleton) else None
+
+
+def _prose_judgement(text: str, kind: str, whole: bool = True) -> tuple[str, tuple[str, ...]]:
+    """Why this sentence is not real prose ("" when it is: enough words, not a comma list of terms; or a
+    terse fact, "terse", when it is `whole`, not a piece of a hard-wrapped paragraph), and its function
+    words in order: the sentence's skeleton, which templated keyword sentences share (a terse fact's is
+    its shape, see `_terse_shape`)."""
     words = _LOWER_WORD.findall(text.lower())
     n = len(words)
     skeleton = tuple(filter(STOPWORDS.__contains__, words))
     stops = len(skeleton)
     if n < (4 if kind == "table" else 5):
-        return False, "too short", skeleton
+        shape = _terse_shape(text, words, skeleton) if kind != "table" and whole else None
+        return ("terse", shape) if shape is not None else ("too short", skeleton)
     commas = text.count(",") + text.count(";") + text.count("|")
     if commas >= 2 and n / (commas + 1) <= 3.0 and stops / n < 0.25:
-        return False, "bare list", skeleton
+        shape = _terse_shape(text, [], ()) if whole else None
+        return ("terse", shape) if shape is not None else ("bare list", skeleton)
     if stops == 0 and "`" not in text and ":" not in text:
-        return False, "no prose words", skeleton
-    return True, "", skeleton
+        return "no prose words", skeleton
+    return "", skeleton
+
+
+def _wraps(line: str) -> bool:
+    """Does this prose line run on into the next one (a hard-wrapped paragraph)?"""
+    return bool(line) and line[-1] not in ".!?:" and not _starts_block(line)
+
+
+def _starts_block(line: str) -> bool:
+    return line[0] in "#|" or (line[0] in _LIST_STARTS and _LIST_MARK.match(line) is not None)
 
 
 def _add_prose(analysis: Analysis, text: str) -> None:
     segments = analysis.segments
-    for raw_line in text.splitlines():
-        line = raw_line.strip()
+    lines = [raw.strip() for raw in text.splitlines()]
+    for at, line in enumerate(lines):
         if not line:
             continue
+        # a piece of a hard-wrapped paragraph is no terse fact ("takes the service down.")
+        continues = at > 0 and _wraps(lines[at - 1]) and not _starts_block(line)
+        runs_on = _wraps(line) and at + 1 < len(lines) and bool(lines[at + 1]) and not _starts_block(lines[at + 1])
         analysis.prose_lines.append(line)
         first = line[0]
         if first in "#*" and _HEADING.match(line):
@@ -164,12 +230,15 @@ def _add_prose(analysis: Analysis, text: str) -> None:
             kind = "table"
         if "`" in line:
             for span in _INLINE_CODE.findall(line):
-                if _CLI_COMMAND.match(span.strip()):
+                if looks_like_command(span):
                     segments.append(Segment("inline_code", span, tokens(span), True))
         split = kind != "table" and ("." in line or "!" in line or "?" in line)
-        for sentence in (_SENTENCE_END.split(line) if split else (line,)):
-            ok, reason, skeleton = _prose_judgement(sentence, kind)
-            segments.append(Segment(kind, sentence, tokens(sentence), ok, reason, stops=len(skeleton), skeleton=skeleton))
+        sentences = _SENTENCE_END.split(line) if split else [line]
+        for index, sentence in enumerate(sentences):
+            whole = not (index == 0 and continues) and not (index == len(sentences) - 1 and runs_on)
+            reason, skeleton = _prose_judgement(sentence, kind, whole)
+            segments.append(Segment(kind, sentence, tokens(sentence), reason in ("", "terse"), reason,
+                                    stops=len(skeleton), skeleton=skeleton))
 
 
 _COMMENT_PREFIXES = {"yaml": ("#",), "shell": ("#",), "console": ("#",), "dockerfile": ("#",), "python": ("#",),
@@ -208,9 +277,21 @@ def analyse(answer: str) -> Analysis:
         analysis.segments.append(Segment("code", code, tokens(code), report.valid, reason, report))
         if comments:  # comments are prose: they count only as real sentences, like the text around
             _add_prose(analysis, comments)
+    shapes = Counter(s.skeleton for s in analysis.segments if s.reason == "terse")
+    for segment in analysis.segments:
+        if segment.reason == "terse" and shapes[segment.skeleton] >= TERSE_TEMPLATE:
+            segment.substantive, segment.reason = False, "terse template"
     following = None
+    # A heading heads a section when what is under it is real: two or more segments, one substantive, or one
+    # substantive segment that is not a stock line repeated under other headings ("handled following best practices").
+    repeated = Counter(s.text for s in analysis.segments if s.kind != "heading")
+    under, real = 0, False  # segments under the heading being read (bottom-up), and whether one is substantive
     for segment in reversed(analysis.segments):
         if segment.kind == "heading":
             segment.supported = following is not None and following.substantive
+            segment.section = real and (under >= 2 or repeated[following.text] == 1)
+            under, real = 0, False
+        else:
+            under, real = under + 1, real or segment.substantive
         following = segment
     return analysis
