@@ -20,6 +20,15 @@ class UserError(Exception):
         return self.message
 
 
+def shorten(value: object, limit: int = 80) -> str:
+    """`value` as text cut to `limit` characters (with its full length named), so an error line stays one line
+    even when what the user passed is a 5,000-character id or a 20-digit number."""
+    text = str(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 20]}... ({len(text):,} characters)"
+
+
 def did_you_mean(value: str, choices: Iterable[str]) -> str:
     """`"; did you mean 'x'?"` for the closest choice, or "" when none is close: the tail of an error line."""
     close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
