@@ -20,13 +20,14 @@ class UserError(Exception):
         return self.message
 
 
-def shorten(value: object, limit: int = 80) -> str:
-    """`value` as text cut to `limit` characters (with its full length named), so an error line stays one line
-    even when what the user passed is a 5,000-character id or a 20-digit number."""
+def shorten(value: object, limit: int = 120) -> str:
+    """`value` as text of at most about `limit` characters, its middle cut out (a path keeps its folder's start and
+    its file name), so an error line stays one readable line even for a 5,000-character id or a 20-digit number."""
     text = str(value)
     if len(text) <= limit:
         return text
-    return f"{text[: limit - 20]}... ({len(text):,} characters)"
+    keep = max(limit - 30, 20)
+    return f"{text[: keep // 2]}...{text[-(keep - keep // 2):]} ({len(text):,} characters)"
 
 
 def did_you_mean(value: str, choices: Iterable[str]) -> str:

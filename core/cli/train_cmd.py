@@ -29,7 +29,7 @@ def _open_run_dir(run_dir: Path | None, resume: bool, mode: str):
     A run to resume is locked here (the single-writer rule), before anything in it is read for the run or written,
     and its meta.json and config.yaml must be whole.
     """
-    from core.runs import RunDirectory, list_runs, read_meta
+    from core.runs import RunDirectory, list_runs
 
     if run_dir is not None:
         if run_dir.exists() and not run_dir.is_dir():
@@ -50,15 +50,27 @@ def _open_run_dir(run_dir: Path | None, resume: bool, mode: str):
         if run is None:
             raise UserError(f"--resume: no run of mode '{mode}' with a checkpoint under the runs folder; pass --run-dir")
     run.hold_lock()
+    try:
+        _check_run_files(run)
+    except BaseException:
+        run.release_lock()
+        raise
+    return run
+
+
+def _check_run_files(run) -> None:
+    """A run to resume needs its meta.json (which run it is) and its config.yaml (its settings), both whole."""
+    from core.runs import read_meta
+
     if read_meta(run.path) is None:
         raise UserError(f"--resume: {shorten(run.path / 'meta.json')} is not a JSON object (damaged?); it says which "
                         "run this is, so nothing is resumed: restore it, or start a new run with --config "
                         f"{shorten(run.config_path)}")
     run.meta()
-    if not run.config_path.is_file():
-        raise UserError(f"--resume: {shorten(run.config_path)} is missing, and with it the run's settings; restore it, "
+    if not run.config_path.is_file() or not run.config_path.read_bytes().strip():
+        state = "empty" if run.config_path.is_file() else "missing"
+        raise UserError(f"--resume: {shorten(run.config_path)} is {state}, and with it the run's settings; restore it, "
                         "or pass --config FILE with the same settings")
-    return run
 
 
 def _check_resumable(run, backend: str, cfg) -> None:
@@ -106,48 +118,51 @@ def train(
 
     # Every check comes before the first line of output and before anything is written: bad input is one line.
     existing = _open_run_dir(run_dir, resume, mode)
-    resolved = existing is not None and config is None
-    if resolved:
-        config = existing.config_path  # a resumed run keeps its own settings (--set still applies)
-    cfg = config_for_mode(
-        mode, config_file=config, overrides=overrides, model=model, seed=seed, backend=backend, n_runners=n_runners,
-        resolved=resolved,
-    )
-    from core.training.config import validate
-
-    problems = validate(cfg)
-    if problems:
-        raise UserError(problems[0] + (f" (and {len(problems) - 1} more; run 'devops-rl config validate')" if len(problems) > 1 else ""))
-    chosen, why = choose_backend(cfg.devops.backend)
-    if existing is not None:
-        chosen = existing.meta().get("backend") or chosen  # a run keeps the backend it started with
-    check_ray_address(chosen, ray_address)
-    if chosen == "torch":  # a missing or broken model is a one-line error before any run folder is made
-        from core.training.native import check_model_files
-        from core.training.tiny_model import resolve_model_path
-
-        check_model_files(resolve_model_path(cfg.actor_rollout_ref.model.path))
-    if existing is not None:
-        _check_resumable(existing, chosen, cfg)
-    if existing is None:
-        root, run_id = (run_dir.parent, run_dir.name) if run_dir is not None else (cfg.devops.runs_dir and Path(cfg.devops.runs_dir), None)
-        target = RunDirectory.create(root or None, mode=mode, backend=chosen, config=cfg, run_id=run_id)
-    else:
-        target = existing
-        target.mark_resumed()
-    log.info(why)
-    if model is None and cfg.actor_rollout_ref.model.path == "builtin:tiny" and mode in ("ci-fast", "test"):
-        log.info("model: the built-in tiny model (builtin:tiny), built locally; pass --model to train another")
-    log.info("run folder: %s", target.path)
+    target = existing
     try:
-        with ConsoleProgress() as progress:
-            run_training(cfg, mode=mode, run_dir=target, resume=resume, progress=progress, ray_address=ray_address)
-    except BaseException as exc:
-        target.undo_resume(str(exc) or type(exc).__name__)  # a no-op once the backend started training
-        raise
-    status = target.meta().get("status")
-    print(run_summary(target.path), file=sys.stdout, flush=True)
-    return 130 if status == "stopped" else 0
+        resolved = existing is not None and config is None
+        if resolved:
+            config = existing.config_path  # a resumed run keeps its own settings (--set still applies)
+        cfg = config_for_mode(
+            mode, config_file=config, overrides=overrides, model=model, seed=seed, backend=backend, n_runners=n_runners,
+            resolved=resolved,
+        )
+        from core.training.config import validate
+
+        problems = validate(cfg)
+        if problems:
+            raise UserError(problems[0] + (f" (and {len(problems) - 1} more; run 'devops-rl config validate')" if len(problems) > 1 else ""))
+        chosen, why = choose_backend(cfg.devops.backend)
+        if existing is not None:
+            chosen = existing.meta().get("backend") or chosen  # a run keeps the backend it started with
+        check_ray_address(chosen, ray_address)
+        if chosen == "torch":  # a missing or broken model is a one-line error before any run folder is made
+            from core.training.native import check_model_files
+            from core.training.tiny_model import resolve_model_path
+
+            check_model_files(resolve_model_path(cfg.actor_rollout_ref.model.path))
+        if existing is not None:
+            _check_resumable(existing, chosen, cfg)
+            existing.mark_resumed()
+        else:
+            root, run_id = (run_dir.parent, run_dir.name) if run_dir is not None else (cfg.devops.runs_dir and Path(cfg.devops.runs_dir), None)
+            target = RunDirectory.create(root or None, mode=mode, backend=chosen, config=cfg, run_id=run_id)
+        log.info(why)
+        if model is None and cfg.actor_rollout_ref.model.path == "builtin:tiny" and mode in ("ci-fast", "test"):
+            log.info("model: the built-in tiny model (builtin:tiny), built locally; pass --model to train another")
+        log.info("run folder: %s", target.path)
+        try:
+            with ConsoleProgress() as progress:
+                run_training(cfg, mode=mode, run_dir=target, resume=resume, progress=progress, ray_address=ray_address)
+        except BaseException as exc:
+            target.undo_resume(str(exc) or type(exc).__name__)  # a no-op once the backend started training
+            raise
+        status = target.meta().get("status")
+        print(run_summary(target.path), file=sys.stdout, flush=True)
+        return 130 if status == "stopped" else 0
+    finally:
+        if target is not None:
+            target.release_lock()  # the process's end would drop it too; a caller in the same process needs it now
 
 
 def sft(

@@ -114,30 +114,33 @@ class RunDirectory:
         writable_dir(path, "the run folder")
         run = cls(path)
         run.hold_lock()  # before looking for a run there: two processes creating the same folder, one wins
-        if (path / META_FILE).exists():
-            run.release_lock()
-            raise UserError(f"{shorten(path)}: already holds a run; pick another run id or folder")
-        (path / "checkpoints").mkdir(parents=True, exist_ok=True)
-        (path / "eval").mkdir(exist_ok=True)
-        config_text = config.to_yaml() if hasattr(config, "to_yaml") else str(config)
-        write_atomic(path / CONFIG_FILE, mask_secrets(config_text))
-        for name in (METRICS_FILE, SAMPLES_FILE, EVENTS_FILE):
-            (path / name).touch()
-        run._write_meta({
-            "run_id": run_id,
-            "backend": backend,
-            "mode": mode,
-            "status": "running",
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "versions": _versions(),
-            "argv": [mask_secrets(arg) for arg in sys.argv],
-            "started_at": now_iso(),
-            "ended_at": None,
-            "total_steps": None,
-            "message": None,
-        })
-        run.event("started", mode=mode, backend=backend)
+        try:
+            if (path / META_FILE).exists():
+                raise UserError(f"{shorten(path)}: already holds a run; pick another run id or folder")
+            (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+            (path / "eval").mkdir(exist_ok=True)
+            config_text = config.to_yaml() if hasattr(config, "to_yaml") else str(config)
+            write_atomic(path / CONFIG_FILE, mask_secrets(config_text))
+            for name in (METRICS_FILE, SAMPLES_FILE, EVENTS_FILE):
+                (path / name).touch()
+            run._write_meta({
+                "run_id": run_id,
+                "backend": backend,
+                "mode": mode,
+                "status": "running",
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "versions": _versions(),
+                "argv": [mask_secrets(arg) for arg in sys.argv],
+                "started_at": now_iso(),
+                "ended_at": None,
+                "total_steps": None,
+                "message": None,
+            })
+            run.event("started", mode=mode, backend=backend)
+        except BaseException:
+            run.release_lock()  # whoever made the folder half-way, it is not being written now
+            raise
         return run
 
     @classmethod

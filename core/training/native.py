@@ -398,8 +398,11 @@ class NativeTrainer:
         self.actor = Actor(self.policy, optimizer, scheduler, self.actor_cfg, temperature=self.rollout.temperature)
 
     def _resume_from_checkpoint(self, base: Path) -> tuple[Path, dict] | None:
-        """Load the newest checkpoint that loads whole, setting aside (renamed, never deleted) each newer one that does
-        not; (folder, trainer state), or None when the run never wrote one. UserError when none of them loads."""
+        """Load the newest checkpoint that loads whole; (folder, trainer state), or None when the run never wrote one.
+
+        Each newer one that does not load is set aside (renamed, never deleted) with a warning, so the step's next
+        save is not blocked by it. When none loads, nothing is renamed and a UserError says why.
+        """
         import pickle
 
         import torch
@@ -407,26 +410,28 @@ class NativeTrainer:
         from core.training.checkpoint import STATE_FILE, list_checkpoints, load_checkpoint, set_aside
 
         found = list_checkpoints(self.run_dir.checkpoints_dir)
-        problems = []
+        unreadable: list[tuple[int, Path, str]] = []
         for step, folder in reversed(found):
             try:
                 self._build(base, folder)
                 state = load_checkpoint(folder, optimizer=self.actor.optimizer, scheduler=self.actor.scheduler)
                 if state.get("global_step") != step or not isinstance(state.get("data"), dict):
                     raise ValueError(f"{STATE_FILE} does not hold step {step} and its data position")
-                return folder, state
             except torch.OutOfMemoryError:
                 raise
             except (UserError, OSError, ValueError, KeyError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
-                reason = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
-                problems.append(reason)
-                kept = set_aside(folder)
-                message = f"checkpoint of step {step} cannot be loaded ({reason}); kept as {kept.name}, trying the one before"
+                unreadable.append((step, folder, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__))
+                continue
+            for bad_step, bad, reason in unreadable:
+                kept = set_aside(bad)
+                message = (f"checkpoint of step {bad_step} cannot be loaded ({reason}); resumed from step {step} "
+                           f"instead, the broken one kept as {kept.name}")
                 log.warning("%s", message)
                 self.run_dir.event("warning", message=message)
-        if problems:
+            return folder, state
+        if unreadable:
             raise UserError(f"--resume: none of the {len(found)} checkpoints in {self.run_dir.checkpoints_dir} loads "
-                            f"(newest: {problems[0]}); they are kept as *.unreadable; start a new run")
+                            f"(the newest: {unreadable[0][2]}); restore one, or start a new run")
         return None
 
     def _startup_failed(self, exc: BaseException) -> None:
