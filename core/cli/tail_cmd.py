@@ -75,7 +75,7 @@ def _metrics_path(target: str) -> tuple[Path, object | None]:
 
     path = resolve_run(target, files=True)
     if path.is_file():
-        _check_metrics_file(path)
+        check_metrics_file(path)
         return path, None
     run = RunDirectory(path)
     return run.metrics_path, run
@@ -84,7 +84,7 @@ def _metrics_path(target: str) -> tuple[Path, object | None]:
 SNIFF_BYTES = 64 * 1024  # what is read of a file given directly to tell a metrics file from anything else
 
 
-def _check_metrics_file(path: Path) -> None:
+def check_metrics_file(path: Path) -> None:
     """A file given directly must be a verl file-logger JSONL: one `{"step": N, "data": {...}}` line in its first
     64 KiB (an empty file is one that has not been written yet); anything else is refused with one line."""
     from core.errors import UserError, shorten

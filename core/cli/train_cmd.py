@@ -175,17 +175,24 @@ def sft(
     val_fraction: float = typer.Option(0.2, "--val-fraction", help="Tasks held out (the same split training validates on)."),
     seed: int = typer.Option(0, "--seed"),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda"),
+    force: bool = typer.Option(False, "--force", help="Replace the --output folder if it exists."),
 ) -> int:
     import time
 
-    from core.paths import runs_root
+    from core.paths import runs_root, writable_dir
+    from core.training.native import check_model_files
     from core.training.sft import SftSettings, run_sft
     from core.training.tiny_model import resolve_model_path
     from tasks import load_tasks, split_tasks
 
-    base = resolve_model_path(model)
-    train_tasks, _ = split_tasks(load_tasks(), val_fraction=val_fraction, seed=seed)
     output = output or runs_root() / f"sft-{time.strftime('%Y%m%d-%H%M%S')}"
+    if output.exists() and not (output.is_dir() and not any(output.iterdir())) and not force:
+        raise UserError(f"--output {shorten(output)}: exists; sft replaces the whole folder, so pick a new one (or add "
+                        "--force to replace it)")
+    writable_dir(output.parent, "--output's folder")
+    base = resolve_model_path(model)
+    check_model_files(base)
+    train_tasks, _ = split_tasks(load_tasks(), val_fraction=val_fraction, seed=seed)
     every = max(1, steps // 10)
 
     def report(update: dict) -> None:

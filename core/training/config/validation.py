@@ -77,13 +77,12 @@ def machine_memory_gib() -> float:
     return max([ram, *sysmon.gpu_memory_total_gb()])
 
 
-def _size_problems(cfg: TrainingConfig) -> list[str]:
+def _size_problems(cfg: TrainingConfig, n_train: int | None) -> list[str]:
     """Sizes no run of this config could get through: a batch larger than the task set, a step larger than memory."""
     from core.training import doctor
 
     problems = []
     data, rollout = cfg.data, cfg.actor_rollout_ref.rollout
-    n_train = _train_split_size(cfg)
     if n_train is not None and data.train_batch_size > n_train:
         problems.append(f"data.train_batch_size: {data.train_batch_size}: larger than the {n_train} training tasks; "
                         "verl's data loader drops an incomplete batch, so not one step would run; set it <= "
@@ -111,7 +110,8 @@ def validate(cfg: TrainingConfig, n_gpus: int | None = None) -> list[str]:
         problems.append(f"trainer.n_gpus_per_node: {trainer.n_gpus_per_node}: asks for {gpus} GPUs but {n_gpus} "
                         f"{'is' if n_gpus == 1 else 'are'} available; set trainer.n_gpus_per_node={max(n_gpus, 1)}")
     problems += _batch_problems(cfg, gpus)
-    problems += _size_problems(cfg)
+    n_train = _train_split_size(cfg)
+    problems += _size_problems(cfg, n_train)
     if algo.adv_estimator in GROUP_ESTIMATORS and rollout.n < 2:
         problems.append(f"actor_rollout_ref.rollout.n: {rollout.n}: {algo.adv_estimator} compares the responses to "
                         "one prompt, so it needs at least 2; set rollout.n >= 2 (4 is the usual balance)")
@@ -145,9 +145,11 @@ def validate(cfg: TrainingConfig, n_gpus: int | None = None) -> list[str]:
     if algo.filter_groups.enable and algo.adv_estimator not in GROUP_ESTIMATORS:
         problems.append(f"algorithm.filter_groups.enable: true: dynamic sampling filters prompt groups, which "
                         f"{algo.adv_estimator} does not have; use adv_estimator=grpo or disable filter_groups")
-    # A run has at least total_epochs steps, so only a larger frequency needs the task count (a YAML parse).
+    # A run has at least total_epochs steps, so only a larger frequency needs the step count.
+    # (A batch larger than the task set already failed above: no step count to compare with.)
     needs_count = max(trainer.save_freq, trainer.test_freq) > (trainer.total_training_steps or trainer.total_epochs)
-    steps = total_steps(cfg) if needs_count else None
+    fits = n_train is None or data.train_batch_size <= n_train
+    steps = total_steps(cfg, n_train) if needs_count and fits else None
     for key in ("save_freq", "test_freq"):
         freq = getattr(trainer, key)
         if freq == 0 or freq < -1:
