@@ -95,7 +95,8 @@ def save_checkpoint(
         return target
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".global_step_{step}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    for stale in root.glob(".global_step_*.tmp-*"):  # a save cut short by a crash; one writer per run, so not live
+        shutil.rmtree(stale, ignore_errors=True)
     tmp.mkdir()
     try:
         from core.training.tiny_model import quiet_progress_bars
