@@ -260,13 +260,11 @@ class RunDirectory:
     def undo_resume(self, reason: str) -> bool:
         """Put back the status a failed resume attempt found (`mark_resumed`), with a `warning` event saying why;
         False when this object made no resume attempt (the caller then records the failure itself)."""
-        from core.log import mask_secrets
-
         if self._before_resume is None:
             return False
         self.update_meta(**self._before_resume)
         self._before_resume = None
-        self.event("warning", message=f"resume failed before training: {mask_secrets(reason)}")
+        self.event("warning", message=f"resume failed before training: {reason}")  # event() masks secrets
         return True
 
     def resume_started(self) -> None:
