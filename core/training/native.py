@@ -529,6 +529,8 @@ def check_model_files(folder: Path) -> None:
     is broken, instead of the error several layers down in transformers. Cheap: no weights are read."""
     import json
 
+    from safetensors import SafetensorError, safe_open
+
     from core.errors import shorten
 
     folder = Path(folder)
@@ -542,8 +544,6 @@ def check_model_files(folder: Path) -> None:
             raise UserError(f"{shorten(path)}: not a readable JSON file ({shorten(exc, 100)}); restore the model's "
                             "files (save_pretrained writes them)") from None
     for path in sorted(folder.glob("*.safetensors")):
-        from safetensors import SafetensorError, safe_open
-
         try:
             with safe_open(str(path), "pt"):
                 pass
@@ -555,9 +555,9 @@ def check_model_files(folder: Path) -> None:
 @contextmanager
 def model_errors(folder: Path) -> Iterator[None]:
     """Turn what transformers raises on a model folder it cannot load into one line naming the folder."""
-    from core.errors import shorten
-
     import torch
+
+    from core.errors import shorten
 
     try:
         yield
