@@ -67,10 +67,10 @@ TRAIN = ("train", "--mode", "test", "--backend", "torch", "--set", "trainer.save
 class Zygote:
     """The forking interpreter; `start(argv)` -> pid of a real CLI process, `wait(pid)` -> its exit code."""
 
-    def __init__(self, log: Path) -> None:
+    def __init__(self, log: Path, env: dict) -> None:
         self.log = log
         self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], cwd=REPO, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, text=True, env=env)
         assert json.loads(self.proc.stdout.readline()) == {"ready": True}
 
     def _ask(self, request: dict) -> dict:
@@ -92,9 +92,10 @@ class Zygote:
 @pytest.fixture(scope="module")
 def zygote(tmp_path_factory):
     home = tmp_path_factory.mktemp("zygote")
-    warm = run_cli("train", "--mode", "test", "--backend", "torch", "--run-dir", str(home / "warm"))  # builds the model
-    assert warm.returncode == 0, warm.stderr
-    forker = Zygote(home / "children.log")
+    env = {**os.environ, "DEVOPS_RL_LOG_DIR": str(home / "logs"), "DEVOPS_RL_RUNS_DIR": str(home / "runs")}
+    warm = run_cli("train", "--mode", "test", "--backend", "torch", "--run-dir", str(home / "warm"), env=env)
+    assert warm.returncode == 0, warm.stderr  # the built-in model is built (and cached) before anything is forked
+    forker = Zygote(home / "children.log", env)
     yield forker
     forker.close()
 
