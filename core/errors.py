@@ -20,6 +20,16 @@ class UserError(Exception):
         return self.message
 
 
+def shorten(value: object, limit: int = 120) -> str:
+    """`value` as text of at most about `limit` characters, its middle cut out (a path keeps its folder's start and
+    its file name), so an error line stays one readable line even for a 5,000-character id or a 20-digit number."""
+    text = str(value)
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 30, 20)
+    return f"{text[: keep // 2]}...{text[-(keep - keep // 2):]} ({len(text):,} characters)"
+
+
 def did_you_mean(value: str, choices: Iterable[str]) -> str:
     """`"; did you mean 'x'?"` for the closest choice, or "" when none is close: the tail of an error line."""
     close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)

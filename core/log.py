@@ -93,11 +93,12 @@ def _console_handler(verbose: bool) -> logging.Handler:
     return handler
 
 
-def setup_logging(*, verbose: bool = False, console: bool = True, log_file: Path | None = None) -> Path:
-    """Configure the root logger once per process; returns the log file in use.
+def setup_logging(*, verbose: bool = False, console: bool = True, log_file: Path | None = None) -> Path | None:
+    """Configure the root logger once per process; returns the log file in use (None: console only).
 
     Without `log_file` the log goes to `<user log dir>/devops-rl.log` until `use_log_file` moves it
-    into a run folder.
+    into a run folder. When that file cannot be written (a read-only home, a log folder that is a file),
+    logging stays on the console and one warning says why: no command fails for want of a log file.
     """
     root = logging.getLogger()
     root.setLevel(logging.DEBUG)
@@ -111,26 +112,33 @@ def setup_logging(*, verbose: bool = False, console: bool = True, log_file: Path
         root.addHandler(_handlers["console"])
     for noisy in ("httpx", "httpcore", "urllib3", "filelock", "asyncio", "markdown_it", "PIL", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    if log_file is None:
-        from core.paths import log_dir
+    try:
+        if log_file is None:
+            from core.paths import log_dir
 
-        log_file = log_dir() / "devops-rl.log"
-    return use_log_file(log_file)
+            log_file = log_dir() / "devops-rl.log"
+        return use_log_file(log_file)
+    except OSError as exc:
+        where = exc.filename or log_file or "the log folder"
+        logging.getLogger(__name__).warning("cannot write the log file (%s: %s); logging to the console only "
+                                            "(set DEVOPS_RL_LOG_DIR to a writable folder)", where, exc.strerror or exc)
+        return None
 
 
 def use_log_file(path: Path) -> Path:
-    """Send the DEBUG log to `path` (appending), replacing the previous file handler."""
+    """Send the DEBUG log to `path` (appending), replacing the previous file handler; OSError when it cannot be opened
+    (the previous handler is then kept)."""
     root = logging.getLogger()
-    old = _handlers.pop("file", None)
-    if old is not None:
-        root.removeHandler(old)
-        old.close()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setLevel(logging.DEBUG)
     handler.setFormatter(logging.Formatter(FILE_FORMAT))
     handler.addFilter(SecretMaskFilter())
+    old = _handlers.pop("file", None)
+    if old is not None:
+        root.removeHandler(old)
+        old.close()
     root.addHandler(handler)
     _handlers["file"] = handler
     return path

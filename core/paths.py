@@ -21,7 +21,7 @@ def runs_root() -> Path:
 
 
 def cache_dir() -> Path:
-    """The user cache folder (built-in tiny model, SFT warm-start), created on demand."""
+    """The user cache folder (built-in tiny model, SFT warm-start), created on demand; UserError when it cannot be."""
     configured = os.environ.get(CACHE_DIR_ENV)
     if configured:
         path = Path(configured)
@@ -29,12 +29,11 @@ def cache_dir() -> Path:
         import platformdirs
 
         path = Path(platformdirs.user_cache_dir("devops-rl"))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return writable_dir(path, f"the cache folder (${CACHE_DIR_ENV})")
 
 
 def log_dir() -> Path:
-    """Folder for the log file of commands that are not tied to a run."""
+    """Folder for the log file of commands that are not tied to a run; OSError when it cannot be made."""
     configured = os.environ.get(LOG_DIR_ENV)
     if configured:
         path = Path(configured)
@@ -43,6 +42,28 @@ def log_dir() -> Path:
 
         path = Path(platformdirs.user_log_dir("devops-rl"))
     path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def writable_dir(path: Path, what: str) -> Path:
+    """`path`, created if needed, after proving a file can be written in it; UserError naming `what` and the cause.
+
+    Permission bits alone do not tell (root ignores them, a read-only mount does not), so a probe file is written.
+    """
+    import tempfile
+
+    from core.errors import UserError, shorten
+
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except FileExistsError:
+        raise UserError(f"{what} {shorten(path)} is a file, not a folder; point it at a folder") from None
+    except OSError as exc:
+        raise UserError(f"{what} {shorten(path)} is not writable ({exc.strerror or exc}); point it at a folder you "
+                        "can write to") from None
     return path
 
 

@@ -12,12 +12,17 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.runs import new_run_id, stop_process
+from core.errors import UserError
+from core.runs import describe_holder, lock_holder, new_run_id, stop_process
 
 
 def train_command(mode: str, run_dir: Path, config_file: Path | None = None) -> list[str]:
-    """The exact command line a headless user would type, run with this interpreter."""
-    command = [sys.executable, "-m", "core.cli.main", "train", "--mode", mode, "--run-dir", str(run_dir)]
+    """The exact command line a headless user would type, run with this interpreter.
+
+    `-P` keeps the current folder off `sys.path`: run from a checkout that has its own `tasks/` or `core/` folder
+    (an Ansible repository has one), `-m` would otherwise import that folder instead of this package.
+    """
+    command = [sys.executable, "-P", "-m", "core.cli.main", "train", "--mode", mode, "--run-dir", str(run_dir)]
     if config_file is not None:
         command += ["--config", str(config_file)]
     return command
@@ -65,6 +70,9 @@ def launch(mode: str, runs_root: Path, *, config_file: Path | None = None,
     runs_root = Path(runs_root)
     run_id = run_id or new_run_id(mode)
     run_dir = runs_root / run_id
+    holder = lock_holder(run_dir)
+    if holder is not None:  # the child would refuse too, but only after the cockpit said "started"
+        raise UserError(f"{run_dir}: {describe_holder(holder)} is writing this run; one writer per run folder")
     console_dir = runs_root / ".cockpit"
     console_dir.mkdir(parents=True, exist_ok=True)
     console = console_dir / f"{run_id}.console.log"

@@ -93,15 +93,11 @@ def _where(path: Path, line: int) -> str:
 
 def _parse_yaml(path: Path, problems: _Problems):
     """Return (data, node) for a YAML file, or (None, None) after recording the problem."""
+    from core.files import read_text
     from core.yamlfile import parse_yaml
 
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        problems.add(path, 0, f"cannot read the file: {exc.strerror or exc}")
-        return None, None
-    try:
-        document = parse_yaml(text, str(path))
+        document = parse_yaml(read_text(path, "task file"), str(path))
     except UserError as exc:
         problems.lines.append(str(exc))
         return None, None

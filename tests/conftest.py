@@ -69,6 +69,19 @@ def assert_files_unchanged(before: dict[Path, bytes]) -> None:
         assert path.read_bytes() == content, f"{path} changed"
 
 
+def cli_in_process(capsys, *args: str):
+    """`devops-rl ARGS` through `core.cli.main.main` in this process (no interpreter start-up: for long tables of
+    cases), as an object with `returncode`, `stdout` and `stderr` like `run_cli`'s."""
+    from types import SimpleNamespace
+
+    from core.cli.main import main
+
+    capsys.readouterr()
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=captured.out, stderr=captured.err)
+
+
 class ChatEndpoint:
     """A real OpenAI-shaped chat server on 127.0.0.1 for client and eval tests (the stdlib's HTTP server).
 

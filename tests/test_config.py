@@ -262,7 +262,7 @@ def test_config_show_describe_reads_each_keys_help_from_the_model():
     assert config_from_yaml(described) == load_config("ci-fast")  # the comments keep it a valid config file
     assert key_help("verl_overrides.actor_rollout_ref.actor.use_dynamic_bsz").meaning.startswith("verl keys")
     assert key_help("data.no_such_key") is None and key_help("data.train_batch_size.deeper") is None
-    assert key_help("data.train_batch_size").kind == "type int, > 0"
+    assert key_help("data.train_batch_size").kind == "type int, > 0, <= 1048576"
 
 
 @pytest.mark.skipif(verl_key_tree() is None, reason="verl not installed")

@@ -588,3 +588,30 @@ def test_a_finished_child_finishes_the_run_with_every_step_copied(tmp_path, monk
     assert [r["step"] for r in read_jsonl(run.metrics_path)] == [1, 2]
     assert [entry["step"] for entry in read_jsonl(run.samples_path)] == [2]  # the dump written as verl exited
     assert all("host/memory_used_gb" in r["data"] for r in read_jsonl(run.metrics_path))  # driver's figures
+
+
+def test_the_parent_holds_the_run_folders_writer_lock_for_the_childs_whole_life(tmp_path, monkeypatch):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from core.runs import read_jsonl
+
+    cfg, run, launch = _launch_with_child(tmp_path, monkeypatch, "wait")
+    seen: list[str] = []
+
+    def ask_another_process_then_stop():
+        deadline = time.monotonic() + 120
+        while len(read_jsonl(run.metrics_path)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        probe = "import sys; from core.runs import lock_holder; print(lock_holder(sys.argv[1]))"
+        seen.append(subprocess.run([sys.executable, "-c", probe, str(run.path)], capture_output=True, text=True).stdout)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ask_another_process_then_stop, daemon=True).start()
+    launch.run_verl_training(cfg, mode="ci-fast", run_dir=run, poll_interval=0.05)
+    assert f"'pid': {os.getpid()}" in seen[0]  # this (parent) process held it while verl's child ran
+    assert run.meta()["status"] == "stopped"

@@ -80,10 +80,13 @@ def export(
     preset: str = typer.Option("default", "--preset", "-p", help=PRESET_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+    force: bool = typer.Option(False, "--force", "-f", help="Replace the --output file if it exists."),
 ) -> None:
     """Write a complete YAML config that `train --config` and `config validate` accept."""
     from core.training.config import validate
 
+    if output is not None:
+        _check_output(output, force)
     cfg = _load(preset, None, overrides)
     header = (f"# devops-rl training config (preset {preset}{', ' + ' '.join('--set ' + o for o in overrides) if overrides else ''}).\n"
               "# Use it with: devops-rl train --config FILE   |   check it: devops-rl config validate FILE\n")
@@ -94,8 +97,22 @@ def export(
     if output is None:
         sys.stdout.write(text)
     else:
-        output.write_text(text, encoding="utf-8")
+        from core.files import write_atomic
+
+        write_atomic(output, text)
         print(f"wrote {output}", file=sys.stderr)
+
+
+def _check_output(output: Path, force: bool) -> None:
+    """Refuse an --output that is a folder, lies in no folder, or (without --force) would replace a file."""
+    from core.errors import UserError, shorten
+
+    if output.is_dir():
+        raise UserError(f"--output {shorten(output)}: is a folder; name the file to write, e.g. {shorten(output / 'config.yaml')}")
+    if not output.parent.is_dir():
+        raise UserError(f"--output {shorten(output)}: no folder {shorten(output.parent)}; create it first")
+    if output.exists() and not force:
+        raise UserError(f"--output {shorten(output)}: the file exists; add --force to replace it")
 
 
 def _resolve_side(spec: str):

@@ -6,6 +6,7 @@ and exit 1 (the traceback goes to the log); Ctrl-C exits 130.
 
 from __future__ import annotations
 
+import errno
 import logging
 import sys
 
@@ -13,7 +14,12 @@ import typer
 from typer.exceptions import TyperException
 
 from core import __version__
-from core.errors import UserError
+from core.errors import UserError, shorten
+
+# Errors of the user's files and folders (permissions, a read-only disk, a full disk, a file where a folder
+# belongs, a name too long): whatever raised them, they are the user's to fix, so exit 2 naming the path.
+USER_ERRNOS = frozenset((errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG,
+                         errno.EISDIR, errno.ENOTDIR, errno.EEXIST))
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +71,8 @@ _register_commands()
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    flat = " ".join(message.split())  # one line, whatever a library's message held
+    print(f"error: {flat}", file=sys.stderr)
     return code
 
 
@@ -86,13 +93,25 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except typer.Exit as exc:
         return exc.exit_code
-    except Exception as exc:  # the last resort: one line here, the traceback in the log file
-        from core.log import current_log_file, setup_logging
+    except OSError as exc:
+        if exc.errno not in USER_ERRNOS or not exc.filename:
+            return _unexpected(exc)
+        log.debug("file error", exc_info=True)
+        return _fail(f"{shorten(exc.filename)}: {exc.strerror}; check the path and its permissions", 2)
+    except Exception as exc:
+        return _unexpected(exc)
 
-        if current_log_file() is None:
-            setup_logging(console=False)
-        log.debug("unexpected error: %s", exc, exc_info=True)  # the file only: the console gets one line
-        return _fail(f"unexpected {type(exc).__name__}: {exc} (traceback in {current_log_file()})", 1)
+
+def _unexpected(exc: Exception) -> int:
+    """The last resort: one line here, the traceback in the log file (or, without one, on the console with -v)."""
+    from core.log import current_log_file, setup_logging
+
+    if current_log_file() is None:
+        setup_logging(console=False)
+    log.debug("unexpected error: %s", exc, exc_info=True)  # the file only: the console gets one line
+    where = current_log_file()
+    hint = f"traceback in {where}" if where is not None else "no log file; run with -v to see the traceback"
+    return _fail(f"unexpected {type(exc).__name__}: {shorten(exc, 300)} ({hint})", 1)
 
 
 def run() -> None:

@@ -22,17 +22,16 @@ def register(app: typer.Typer) -> None:
 
 
 def _read_answer(answer: str) -> str:
-    from core.errors import UserError
+    from core.errors import UserError, shorten
+    from core.files import decode_text, read_text
 
     if answer == "-":
-        return sys.stdin.read()
+        return decode_text(sys.stdin.buffer.read(), "--answer - (stdin)", "answer")
     path = Path(answer)
-    if not path.is_file():
-        raise UserError(f"--answer {answer}: no such file; pass a text/markdown file with the answer, or '-' for stdin")
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError(f"--answer {answer}: not UTF-8 text; save the answer as UTF-8") from None
+    if not path.exists():
+        raise UserError(f"--answer {shorten(answer)}: no such file; pass a text/markdown file with the answer, or '-' "
+                        "for stdin")
+    return read_text(path, "answer")
 
 
 def _print_breakdown(task, result) -> None:

@@ -75,9 +75,29 @@ def _metrics_path(target: str) -> tuple[Path, object | None]:
 
     path = resolve_run(target, files=True)
     if path.is_file():
+        check_metrics_file(path)
         return path, None
     run = RunDirectory(path)
     return run.metrics_path, run
+
+
+SNIFF_BYTES = 64 * 1024  # what is read of a file given directly to tell a metrics file from anything else
+
+
+def check_metrics_file(path: Path) -> None:
+    """A file given directly must be a verl file-logger JSONL: one `{"step": N, "data": {...}}` line in its first
+    64 KiB (an empty file is one that has not been written yet); anything else is refused with one line."""
+    from core.errors import UserError, shorten
+    from core.runs import metric_rows, parse_record
+
+    with open(path, "rb") as handle:
+        head = handle.read(SNIFF_BYTES)
+    if not head.strip():
+        return
+    records = [r for r in (parse_record(line, path) for line in head.split(b"\n")) if r is not None]
+    if not any(True for _ in metric_rows(records)):
+        raise UserError(f"{shorten(path)}: not a metrics file (no {{\"step\": N, \"data\": {{...}}}} line in it); pass a "
+                        "run id or folder, or a verl file-logger .jsonl")
 
 
 def tail(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from core.errors import UserError
+from core.errors import UserError, shorten
 
 log = logging.getLogger(__name__)
 
@@ -26,23 +26,80 @@ backend (NaN/inf, a verl error, a verl start-up that stalled: the run's status s
 
 
 def _open_run_dir(run_dir: Path | None, resume: bool, mode: str):
-    """The run folder to use: `--run-dir` exactly, else the newest resumable run (`--resume`), else None."""
+    """The run folder to use: `--run-dir` exactly, else the newest resumable run (`--resume`), else None.
+
+    A run to resume is locked here (the single-writer rule), before anything in it is read for the run or written,
+    and its meta.json and config.yaml must be whole.
+    """
     from core.runs import RunDirectory, list_runs
 
     if run_dir is not None:
-        exists = (run_dir / "meta.json").is_file()
+        if run_dir.exists() and not run_dir.is_dir():
+            raise UserError(f"--run-dir {shorten(run_dir)}: is a file; give a folder (new, or a run's to --resume)")
+        exists = (run_dir / "meta.json").exists()
         if resume and not exists:
-            raise UserError(f"--resume: {run_dir} is not a run folder (no meta.json); drop --resume to start a new run there")
+            raise UserError(f"--resume: {shorten(run_dir)} is not a run folder (no meta.json); drop --resume to start a new run there")
         if exists and not resume:
-            raise UserError(f"--run-dir: {run_dir} already holds a run; add --resume to continue it or pick a new folder")
-        return RunDirectory.open(run_dir) if exists else None
-    if not resume:
+            raise UserError(f"--run-dir: {shorten(run_dir)} already holds a run; add --resume to continue it or pick a new folder")
+        if not exists:
+            return None
+        run = RunDirectory(run_dir)
+    elif not resume:
         return None
-    for summary in sorted(list_runs(), key=lambda r: r.run_id, reverse=True):
-        candidate = RunDirectory(summary.path)
-        if summary.mode == mode and any(candidate.checkpoints_dir.glob("global_step_*")):
-            return candidate
-    raise UserError(f"--resume: no run of mode '{mode}' with a checkpoint under the runs folder; pass --run-dir")
+    else:
+        newest_first = (RunDirectory(r.path) for r in sorted(list_runs(), key=lambda r: r.run_id, reverse=True) if r.mode == mode)
+        run = next((r for r in newest_first if any(r.checkpoints_dir.glob("global_step_*"))), None)
+        if run is None:
+            raise UserError(f"--resume: no run of mode '{mode}' with a checkpoint under the runs folder; pass --run-dir")
+    run.hold_lock()
+    try:
+        _check_run_files(run)
+    except BaseException:
+        run.release_lock()
+        raise
+    return run
+
+
+def _check_run_files(run) -> None:
+    """A run to resume needs its meta.json (which run it is) and its config.yaml (its settings), both whole."""
+    from core.runs import read_meta
+
+    if read_meta(run.path) is None:
+        raise UserError(f"--resume: {shorten(run.path / 'meta.json')} is not a JSON object (damaged?); it says which "
+                        "run this is, so nothing is resumed: restore it, or start a new run with --config "
+                        f"{shorten(run.config_path)}")
+    run.meta()
+    if not run.config_path.is_file() or not run.config_path.read_bytes().strip():
+        state = "empty" if run.config_path.is_file() else "missing"
+        raise UserError(f"--resume: {shorten(run.config_path)} is {state}, and with it the run's settings; restore it, "
+                        "or pass --config FILE with the same settings")
+
+
+def _check_resumable(run, backend: str, cfg) -> None:
+    """Refuse a resume that would append steps again or has nothing to do, before the run's status is touched."""
+    from core.runs import read_jsonl
+    from core.training.config import total_steps
+
+    if backend == "verl":
+        from core.training.verl_backend.launch import latest_checkpoint_step
+
+        newest = latest_checkpoint_step(run.checkpoints_dir)
+    else:
+        from core.training.checkpoint import list_checkpoints
+
+        found = list_checkpoints(run.checkpoints_dir)
+        newest = found[-1][0] if found else None
+    if newest is None:
+        written = [e.get("step") for e in read_jsonl(run.events_path) if e.get("event") == "checkpoint"]
+        if written:
+            raise UserError(f"--resume: {shorten(run.path)} wrote checkpoints (the newest of step {written[-1]}) but none "
+                            f"is left in {shorten(run.checkpoints_dir)}, so its steps would run and be logged again; "
+                            "restore them, or start a new run")
+        return  # never checkpointed: the backend starts again from step 0 with the metrics emptied
+    steps = total_steps(cfg)
+    if run.meta().get("status") == "finished" and steps is not None and newest >= steps:
+        raise UserError(f"--resume: {shorten(run.path)} already finished all {steps} steps; raise "
+                        "trainer.total_training_steps with --set to train further, or start a new run")
 
 
 def train(
@@ -61,40 +118,53 @@ def train(
     from core.training.progress import ConsoleProgress, run_summary
     from core.training.train import check_ray_address, choose_backend, config_for_mode, run_training
 
+    # Every check comes before the first line of output and before anything is written: bad input is one line.
     existing = _open_run_dir(run_dir, resume, mode)
-    resolved = existing is not None and config is None
-    if resolved:
-        config = existing.config_path  # a resumed run keeps its own settings (--set still applies)
-    cfg = config_for_mode(
-        mode, config_file=config, overrides=overrides, model=model, seed=seed, backend=backend, n_runners=n_runners,
-        resolved=resolved,
-    )
-    from core.training.config import validate
+    target = existing
+    try:
+        resolved = existing is not None and config is None
+        if resolved:
+            config = existing.config_path  # a resumed run keeps its own settings (--set still applies)
+        cfg = config_for_mode(
+            mode, config_file=config, overrides=overrides, model=model, seed=seed, backend=backend, n_runners=n_runners,
+            resolved=resolved,
+        )
+        from core.training.config import validate
 
-    problems = validate(cfg)
-    if problems:
-        raise UserError(problems[0] + (f" (and {len(problems) - 1} more; run 'devops-rl config validate')" if len(problems) > 1 else ""))
-    chosen, why = choose_backend(cfg.devops.backend, ray_address)
-    log.info(why)
-    check_ray_address(chosen, ray_address)
-    if chosen == "torch":  # a missing model is a one-line error before any run folder is made
-        from core.training.tiny_model import resolve_model_path
+        problems = validate(cfg)
+        if problems:
+            raise UserError(problems[0] + (f" (and {len(problems) - 1} more; run 'devops-rl config validate')" if len(problems) > 1 else ""))
+        chosen, why = choose_backend(cfg.devops.backend, ray_address)
+        if existing is not None:
+            chosen = existing.meta().get("backend") or chosen  # a run keeps the backend it started with
+        check_ray_address(chosen, ray_address)
+        if chosen == "torch":  # a missing or broken model is a one-line error before any run folder is made
+            from core.training.native import check_model_files
+            from core.training.tiny_model import resolve_model_path
 
-        resolve_model_path(cfg.actor_rollout_ref.model.path)
-    if model is None and cfg.actor_rollout_ref.model.path == "builtin:tiny" and mode in ("ci-fast", "test"):
-        log.info("model: the built-in tiny model (builtin:tiny), built locally; pass --model to train another")
-    if existing is None:
-        root, run_id = (run_dir.parent, run_dir.name) if run_dir is not None else (cfg.devops.runs_dir and Path(cfg.devops.runs_dir), None)
-        target = RunDirectory.create(root or None, mode=mode, backend=chosen, config=cfg, run_id=run_id)
-    else:
-        target = existing
-        target.set_status("running", "resumed")
-    log.info("run folder: %s", target.path)
-    with ConsoleProgress() as progress:
-        run_training(cfg, mode=mode, run_dir=target, resume=resume, progress=progress, ray_address=ray_address)
-    status = target.meta().get("status")
-    print(run_summary(target.path), file=sys.stdout, flush=True)
-    return 130 if status == "stopped" else 0
+            check_model_files(resolve_model_path(cfg.actor_rollout_ref.model.path))
+        if existing is not None:
+            _check_resumable(existing, chosen, cfg)
+            existing.mark_resumed()
+        else:
+            root, run_id = (run_dir.parent, run_dir.name) if run_dir is not None else (cfg.devops.runs_dir and Path(cfg.devops.runs_dir), None)
+            target = RunDirectory.create(root or None, mode=mode, backend=chosen, config=cfg, run_id=run_id)
+        log.info(why)
+        if model is None and cfg.actor_rollout_ref.model.path == "builtin:tiny" and mode in ("ci-fast", "test"):
+            log.info("model: the built-in tiny model (builtin:tiny), built locally; pass --model to train another")
+        log.info("run folder: %s", target.path)
+        try:
+            with ConsoleProgress() as progress:
+                run_training(cfg, mode=mode, run_dir=target, resume=resume, progress=progress, ray_address=ray_address)
+        except BaseException as exc:
+            target.undo_resume(str(exc) or type(exc).__name__)  # a no-op once the backend started training
+            raise
+        status = target.meta().get("status")
+        print(run_summary(target.path), file=sys.stdout, flush=True)
+        return 130 if status == "stopped" else 0
+    finally:
+        if target is not None:
+            target.release_lock()  # the process's end would drop it too; a caller in the same process needs it now
 
 
 def sft(
@@ -107,17 +177,24 @@ def sft(
     val_fraction: float = typer.Option(0.2, "--val-fraction", help="Tasks held out (the same split training validates on)."),
     seed: int = typer.Option(0, "--seed"),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda"),
+    force: bool = typer.Option(False, "--force", help="Replace the --output folder if it exists."),
 ) -> int:
     import time
 
-    from core.paths import runs_root
+    from core.paths import runs_root, writable_dir
+    from core.training.native import check_model_files
     from core.training.sft import SftSettings, run_sft
     from core.training.tiny_model import resolve_model_path
     from tasks import load_tasks, split_tasks
 
-    base = resolve_model_path(model)
-    train_tasks, _ = split_tasks(load_tasks(), val_fraction=val_fraction, seed=seed)
     output = output or runs_root() / f"sft-{time.strftime('%Y%m%d-%H%M%S')}"
+    if output.exists() and not (output.is_dir() and not any(output.iterdir())) and not force:
+        raise UserError(f"--output {shorten(output)}: exists; sft replaces the whole folder, so pick a new one (or add "
+                        "--force to replace it)")
+    writable_dir(output.parent, "--output's folder")
+    base = resolve_model_path(model)
+    check_model_files(base)
+    train_tasks, _ = split_tasks(load_tasks(), val_fraction=val_fraction, seed=seed)
     every = max(1, steps // 10)
 
     def report(update: dict) -> None:

@@ -15,9 +15,12 @@ def register(app: typer.Typer) -> None:
                                    help="Open this run folder, run id (or unique prefix) or verl metrics JSONL "
                                         "on the Live screen."),
     ) -> None:
+        from core.cli.tail_cmd import check_metrics_file
         from core.runs import resolve_run
 
         target = resolve_run(attach, files=True) if attach else None
+        if target is not None and target.is_file():
+            check_metrics_file(target)
         from devops_tui.app import run_cockpit
 
         run_cockpit(attach=target)

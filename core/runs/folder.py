@@ -16,11 +16,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core.errors import UserError
+from core.errors import UserError, shorten
 from core.files import write_atomic
+from core.runs.lock import RunLock, release_lock
 from core.runs.reading import last_step, read_jsonl
 
 STATUSES = ("running", "finished", "failed", "stopped")
+# What says which run a folder holds: never dropped when meta.json is rewritten (see `update_meta`).
+IDENTITY_FIELDS = ("run_id", "backend", "mode", "started_at")
+# What a resume attempt changes and puts back if it fails before it trains (see `mark_resumed`).
+RESUME_FIELDS = ("status", "message", "pid", "host", "ended_at")
 CONFIG_FILE, META_FILE, METRICS_FILE = "config.yaml", "meta.json", "metrics.jsonl"
 SAMPLES_FILE, EVENTS_FILE, LOG_FILE = "samples.jsonl", "events.jsonl", "train.log"
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -88,6 +93,8 @@ class RunDirectory:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.run_id = self.path.name
+        self._meta: dict = {}  # meta.json as last read or written, so a damaged file is rewritten whole
+        self._before_resume: dict | None = None
 
     # ---- creating and opening ---------------------------------------------------------------
 
@@ -95,37 +102,45 @@ class RunDirectory:
     def create(cls, root: Path | None, *, mode: str, backend: str, config, run_id: str | None = None) -> RunDirectory:
         """Make a new run folder with its resolved config (secrets masked) and `running` metadata."""
         from core.log import mask_secrets
-        from core.paths import runs_root
+        from core.paths import runs_root, writable_dir
 
         root = Path(root) if root is not None else runs_root()
         run_id = run_id or new_run_id(mode)
         if not SAFE_ID.match(run_id):
-            raise UserError(f"run id '{run_id}': use letters, digits, '.', '_' and '-' only (at most 128 characters)")
+            raise UserError(f"run id '{shorten(run_id)}': use letters, digits, '.', '_' and '-' only (at most 128 "
+                            "characters)")
         path = root / run_id
-        if (path / META_FILE).exists():
-            raise UserError(f"{path}: already holds a run; pick another run id or folder")
-        (path / "checkpoints").mkdir(parents=True, exist_ok=True)
-        (path / "eval").mkdir(exist_ok=True)
+        writable_dir(root, "the runs folder")
+        writable_dir(path, "the run folder")
         run = cls(path)
-        config_text = config.to_yaml() if hasattr(config, "to_yaml") else str(config)
-        write_atomic(path / CONFIG_FILE, mask_secrets(config_text))
-        for name in (METRICS_FILE, SAMPLES_FILE, EVENTS_FILE):
-            (path / name).touch()
-        run._write_meta({
-            "run_id": run_id,
-            "backend": backend,
-            "mode": mode,
-            "status": "running",
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "versions": _versions(),
-            "argv": [mask_secrets(arg) for arg in sys.argv],
-            "started_at": now_iso(),
-            "ended_at": None,
-            "total_steps": None,
-            "message": None,
-        })
-        run.event("started", mode=mode, backend=backend)
+        run.hold_lock()  # before looking for a run there: two processes creating the same folder, one wins
+        try:
+            if (path / META_FILE).exists():
+                raise UserError(f"{shorten(path)}: already holds a run; pick another run id or folder")
+            (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+            (path / "eval").mkdir(exist_ok=True)
+            config_text = config.to_yaml() if hasattr(config, "to_yaml") else str(config)
+            write_atomic(path / CONFIG_FILE, mask_secrets(config_text))
+            for name in (METRICS_FILE, SAMPLES_FILE, EVENTS_FILE):
+                (path / name).touch()
+            run._write_meta({
+                "run_id": run_id,
+                "backend": backend,
+                "mode": mode,
+                "status": "running",
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "versions": _versions(),
+                "argv": [mask_secrets(arg) for arg in sys.argv],
+                "started_at": now_iso(),
+                "ended_at": None,
+                "total_steps": None,
+                "message": None,
+            })
+            run.event("started", mode=mode, backend=backend)
+        except BaseException:
+            run.release_lock()  # whoever made the folder half-way, it is not being written now
+            raise
         return run
 
     @classmethod
@@ -134,6 +149,17 @@ class RunDirectory:
         from core.runs.resolve import resolve_run
 
         return cls(resolve_run(spec))
+
+    # ---- the single-writer lock ----------------------------------------------------------------
+
+    def hold_lock(self) -> RunLock:
+        """Hold this folder's writer lock for the rest of the process (a no-op when this process holds it); UserError
+        naming the holder when another process writes the run. Every writer of a run folder takes it first."""
+        return RunLock(self.path).acquire()
+
+    def release_lock(self) -> None:
+        """Give up the writer lock this process holds on the folder (if any)."""
+        release_lock(self.path)
 
     # ---- files ------------------------------------------------------------------------------
 
@@ -186,15 +212,28 @@ class RunDirectory:
 
     def meta(self) -> dict:
         """meta.json as a dict ({} when it cannot be read or is not a JSON object)."""
-        return read_meta(self.path) or {}
+        meta = read_meta(self.path)
+        if meta is not None:
+            self._meta = meta
+        return meta or {}
 
     def _write_meta(self, meta: dict) -> None:
         write_atomic(self.path / META_FILE, json.dumps(_finite(meta), indent=2, ensure_ascii=False) + "\n")
+        self._meta = dict(meta)
 
     def update_meta(self, **fields: Any) -> dict:
-        """Merge fields into meta.json (written atomically, so a reader never sees half a file)."""
-        meta = self.meta()
-        meta.update(fields)
+        """Merge fields into meta.json (written atomically, so a reader never sees half a file).
+
+        A meta.json damaged since this object last read it is rewritten from that reading, never without the
+        run's identity; one damaged before this process ever read it is refused (UserError), not replaced.
+        """
+        meta = read_meta(self.path)
+        if meta is None and (self.path / META_FILE).exists():
+            if not any(self._meta.get(key) for key in IDENTITY_FIELDS):
+                raise UserError(f"{shorten(self.path / META_FILE)}: not a JSON object (damaged?); it says which run "
+                                "this is, so it is not rewritten: restore it, or start a new run")
+            meta = self._meta
+        meta = {**(meta or {}), **fields}
         self._write_meta(meta)
         return meta
 
@@ -210,6 +249,27 @@ class RunDirectory:
         else:
             fields.update(ended_at=now_iso(), total_steps=last_step(self.metrics_path))
         self.update_meta(**fields)
+
+    def mark_resumed(self) -> None:
+        """Status `running` (this process's pid and host) for a resume attempt, remembering what meta.json said, so
+        that an attempt that fails before it trains puts it back (`undo_resume`): a finished run stays finished."""
+        meta = self.meta()
+        self._before_resume = {key: meta.get(key) for key in RESUME_FIELDS}
+        self.set_status("running", "resumed")
+
+    def undo_resume(self, reason: str) -> bool:
+        """Put back the status a failed resume attempt found (`mark_resumed`), with a `warning` event saying why;
+        False when this object made no resume attempt (the caller then records the failure itself)."""
+        if self._before_resume is None:
+            return False
+        self.update_meta(**self._before_resume)
+        self._before_resume = None
+        self.event("warning", message=f"resume failed before training: {reason}")  # event() masks secrets
+        return True
+
+    def resume_started(self) -> None:
+        """The resume attempt got as far as training: from here a failure is the run's (status `failed`)."""
+        self._before_resume = None
 
     def truncate_metrics_after(self, step: int) -> None:
         """Drop metrics and samples past `step` (for --resume from that checkpoint); files are replaced atomically."""

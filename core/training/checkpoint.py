@@ -73,6 +73,17 @@ def latest_checkpoint(root: Path) -> tuple[int, Path] | None:
     return found[-1] if found else None
 
 
+def set_aside(folder: Path) -> Path:
+    """Rename a checkpoint that cannot be loaded to `<name>.unreadable` (then `.unreadable-2`, ...): out of the way of
+    `--resume` and of the step's next save, and never deleted, so nothing is lost."""
+    for n in range(1, 1000):
+        target = folder.with_name(f"{folder.name}.unreadable" + (f"-{n}" if n > 1 else ""))
+        if not target.exists():
+            os.rename(folder, target)
+            return target
+    raise UserError(f"{folder}: too many set-aside copies beside it; remove the *.unreadable* folders you do not need")
+
+
 def save_checkpoint(
     root: Path, step: int, *, model, tokenizer, optimizer, scheduler, trainer_state: dict[str, Any], keep: int
 ) -> Path:
@@ -84,7 +95,8 @@ def save_checkpoint(
         return target
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".global_step_{step}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    for stale in root.glob(".global_step_*.tmp-*"):  # a save cut short by a crash; one writer per run, so not live
+        shutil.rmtree(stale, ignore_errors=True)
     tmp.mkdir()
     try:
         from core.training.tiny_model import quiet_progress_bars

@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from core.errors import UserError
@@ -30,6 +31,7 @@ class NativeTrainer:
     def __init__(self, cfg, *, mode: str, run_dir, resume: bool = False, progress: Callable[[dict], None] | None = None):
         self.cfg, self.mode, self.run_dir, self.resume, self.progress = cfg, mode, run_dir, resume, progress
         self.stop = StopRequest()
+        self.global_step = 0  # what a failure during start-up reports, before any checkpoint is read
         self.actor_cfg = cfg.actor_rollout_ref.actor
         self.rollout = cfg.actor_rollout_ref.rollout
 
@@ -48,21 +50,27 @@ class NativeTrainer:
             log.warning("the torch backend ignores: %s", ", ".join(ignored))
 
     def _load_models(self, model_path: Path, policy_path: Path):
+        """(tokenizer, policy, reference or None); UserError naming the folder and file when one cannot be loaded."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         use_bf16 = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
         self.dtype = torch.bfloat16 if use_bf16 else torch.float32
-        tokenizer = AutoTokenizer.from_pretrained(policy_path)
+        kl = self.actor_cfg.use_kl_loss or self.cfg.algorithm.use_kl_in_reward
+        for folder in (policy_path, model_path) if kl else (policy_path,):
+            check_model_files(folder)
+        with model_errors(policy_path):
+            tokenizer = AutoTokenizer.from_pretrained(policy_path)
+            policy = AutoModelForCausalLM.from_pretrained(policy_path, dtype=self.dtype).to(self.device)
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         tokenizer.padding_side = "left"
-        policy = AutoModelForCausalLM.from_pretrained(policy_path, dtype=self.dtype).to(self.device)
         if self.cfg.actor_rollout_ref.model.enable_gradient_checkpointing:
             policy.gradient_checkpointing_enable()
         ref = None
-        if self.actor_cfg.use_kl_loss or self.cfg.algorithm.use_kl_in_reward:
-            ref = AutoModelForCausalLM.from_pretrained(model_path, dtype=self.dtype).to(self.device)
+        if kl:
+            with model_errors(model_path):
+                ref = AutoModelForCausalLM.from_pretrained(model_path, dtype=self.dtype).to(self.device)
             ref.eval().requires_grad_(False)
         return tokenizer, policy, ref
 
@@ -307,10 +315,8 @@ class NativeTrainer:
 
         from core.rewards.judge import JudgeSettings
         from core.rewards.pool import RewardScorer
-        from core.training.actor import Actor
-        from core.training.checkpoint import latest_checkpoint, load_checkpoint
         from core.training.config import total_steps
-        from core.training.core_algos import get_kl_controller, lr_schedule
+        from core.training.core_algos import get_kl_controller
         from core.training.device import select_device
         from core.training.tiny_model import BUILTIN_TINY, resolve_model_path
         from tasks import load_tasks, split_tasks, to_record
@@ -341,33 +347,30 @@ class NativeTrainer:
             )
             base = ensure_warmstart(base, settings, train_tasks, device=cfg.devops.device)
         self.base_path = base
-        checkpoint = latest_checkpoint(self.run_dir.checkpoints_dir) if self.resume else None
-        if self.resume and checkpoint is None:
-            log.warning("--resume: no checkpoint in %s; starting from step 0", self.run_dir.checkpoints_dir)
-        self.tokenizer, self.policy, self.ref = self._load_models(base, checkpoint[1] if checkpoint else base)
-        optim = self.actor_cfg.optim
-        optimizer = torch.optim.AdamW(self.policy.parameters(), lr=optim.lr, weight_decay=optim.weight_decay,
-                                      betas=tuple(optim.betas))
         self.total_steps = total_steps(cfg, len(train_records))
-        warmup = int(optim.lr_warmup_steps_ratio * self.total_steps)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(optim.lr_scheduler_type, warmup, self.total_steps))
-        self.actor = Actor(self.policy, optimizer, scheduler, self.actor_cfg, temperature=self.rollout.temperature)
         self.scorer = RewardScorer(cfg.devops.n_runners, cfg.devops.reward_weights,
                                    judge=JudgeSettings.from_config(cfg.devops.reward.judge))
         self._prompt_cache: dict[str, list[int]] = {}
         self._uid_counter = 0
         self.kl_ctrl = get_kl_controller(cfg.algorithm.kl_ctrl)
-        self.global_step = 0
         data_state = {"epoch": 0, "offset": 0}
-        if checkpoint is not None:
-            state = load_checkpoint(checkpoint[1], optimizer=optimizer, scheduler=scheduler)
+        check_model_files(base)  # before any checkpoint is tried: a broken base model is not a broken checkpoint
+        resumed = self._resume_from_checkpoint(base) if self.resume else None
+        if resumed is None:
+            self._build(base, base)
+            if self.resume:  # never checkpointed (train_cmd refuses a run whose checkpoints were deleted)
+                log.warning("--resume: no checkpoint in %s yet; starting again from step 0", self.run_dir.checkpoints_dir)
+                self.run_dir.truncate_metrics_after(0)
+                self.run_dir.event("warning", message="--resume: no checkpoint yet; started again from step 0")
+        else:
+            folder, state = resumed
             self.global_step = state["global_step"]
             self._uid_counter = state.get("uid_counter", 0)
             self.kl_ctrl.value = state.get("kl_coef", self.kl_ctrl.value)
             data_state = state["data"]
             self.run_dir.truncate_metrics_after(self.global_step)
-            self.run_dir.event("resumed", step=self.global_step, checkpoint=str(checkpoint[1]))
-            log.info("resumed from %s (step %d)", checkpoint[1], self.global_step)
+            self.run_dir.event("resumed", step=self.global_step, checkpoint=str(folder))
+            log.info("resumed from %s (step %d)", folder, self.global_step)
         self._saved_step = self.global_step
         self.run_dir.update_meta(total_steps=self.total_steps)
         self.data_seed = cfg.data.seed if cfg.data.seed is not None else self.seed
@@ -379,12 +382,85 @@ class NativeTrainer:
             len(self.val_records), self.total_steps, cfg.data.train_batch_size, self.rollout.n,
         )
 
+    def _build(self, model_path: Path, policy_path: Path) -> None:
+        """Models, optimizer, scheduler and actor, with the policy's weights from `policy_path`."""
+        import torch
+
+        from core.training.actor import Actor
+        from core.training.core_algos import lr_schedule
+
+        self.tokenizer, self.policy, self.ref = self._load_models(model_path, policy_path)
+        optim = self.actor_cfg.optim
+        optimizer = torch.optim.AdamW(self.policy.parameters(), lr=optim.lr, weight_decay=optim.weight_decay,
+                                      betas=tuple(optim.betas))
+        warmup = int(optim.lr_warmup_steps_ratio * self.total_steps)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(optim.lr_scheduler_type, warmup, self.total_steps))
+        self.actor = Actor(self.policy, optimizer, scheduler, self.actor_cfg, temperature=self.rollout.temperature)
+
+    def _resume_from_checkpoint(self, base: Path) -> tuple[Path, dict] | None:
+        """Load the newest checkpoint that loads whole; (folder, trainer state), or None when the run never wrote one.
+
+        Each newer one that does not load is set aside (renamed, never deleted) with a warning, so the step's next
+        save is not blocked by it. When none loads, nothing is renamed and a UserError says why.
+        """
+        import pickle
+
+        import torch
+
+        from core.training.checkpoint import STATE_FILE, list_checkpoints, load_checkpoint, set_aside
+
+        found = list_checkpoints(self.run_dir.checkpoints_dir)
+        unreadable: list[tuple[int, Path, str]] = []
+        for step, folder in reversed(found):
+            try:
+                self._build(base, folder)
+                state = load_checkpoint(folder, optimizer=self.actor.optimizer, scheduler=self.actor.scheduler)
+                if state.get("global_step") != step or not isinstance(state.get("data"), dict):
+                    raise ValueError(f"{STATE_FILE} does not hold step {step} and its data position")
+            except torch.OutOfMemoryError:
+                raise
+            except (UserError, OSError, ValueError, KeyError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+                unreadable.append((step, folder, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__))
+                continue
+            for bad_step, bad, reason in unreadable:
+                kept = set_aside(bad)
+                message = (f"checkpoint of step {bad_step} cannot be loaded ({reason}); resumed from step {step} "
+                           f"instead, the broken one kept as {kept.name}")
+                log.warning("%s", message)
+                self.run_dir.event("warning", message=message)
+            return folder, state
+        if unreadable:
+            raise UserError(f"--resume: none of the {len(found)} checkpoints in {self.run_dir.checkpoints_dir} loads "
+                            f"(the newest: {unreadable[0][2]}); restore one, or start a new run")
+        return None
+
+    def _startup_failed(self, exc: BaseException) -> None:
+        """A failure before the first step: a resume attempt puts the run's status back as it was (a finished run
+        stays finished, a stopped one resumable); a new run is failed, or stopped by a second Ctrl-C."""
+        message = str(exc) or type(exc).__name__
+        if self.run_dir.undo_resume(message):
+            return
+        if isinstance(exc, KeyboardInterrupt):
+            self.run_dir.set_status("stopped", "aborted during start-up (no checkpoint)")
+            self.run_dir.event("stopped", step=0, signal=self.stop.signal_name or "SIGINT", aborted=True)
+        else:
+            self.run_dir.set_status("failed", message)
+            self.run_dir.event("failed", step=0, message=message)
+
     def run(self):
         from core.training.tiny_model import quiet_progress_bars
 
         with self.stop, quiet_progress_bars():
             try:
                 self._prepare()
+            except BaseException as exc:
+                self._startup_failed(exc)
+                scorer = getattr(self, "scorer", None)
+                if scorer is not None:
+                    scorer.close()
+                raise
+            self.run_dir.resume_started()
+            try:
                 trainer = self.cfg.trainer
                 first_step = self.global_step
                 started = time.monotonic()  # the ETA is from the steps' own pace (not the model build or warm-start)
@@ -443,6 +519,54 @@ class NativeTrainer:
                 if scorer is not None:
                     scorer.close()
         return self.run_dir
+
+
+MODEL_JSON_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
+
+
+def check_model_files(folder: Path) -> None:
+    """Read what a model folder's loading depends on (its JSON files, each safetensors header) and name the file that
+    is broken, instead of the error several layers down in transformers. Cheap: no weights are read."""
+    import json
+
+    from safetensors import SafetensorError, safe_open
+
+    from core.errors import shorten
+
+    folder = Path(folder)
+    for name in MODEL_JSON_FILES:
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            json.loads(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{shorten(path)}: not a readable JSON file ({shorten(exc, 100)}); restore the model's "
+                            "files (save_pretrained writes them)") from None
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(path), "pt"):
+                pass
+        except (OSError, SafetensorError) as exc:
+            raise UserError(f"{shorten(path)}: not a complete safetensors file ({shorten(exc, 100)}); the copy is "
+                            "truncated or damaged: restore it") from None
+
+
+@contextmanager
+def model_errors(folder: Path) -> Iterator[None]:
+    """Turn what transformers raises on a model folder it cannot load into one line naming the folder."""
+    import torch
+
+    from core.errors import shorten
+
+    try:
+        yield
+    except torch.OutOfMemoryError:
+        raise  # the folder is fine; the device is full
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"{shorten(folder)}: cannot load the model ({type(exc).__name__}: {shorten(first, 160)}); "
+                        "check that the folder holds a complete save_pretrained model") from None
 
 
 def run_native(cfg, *, mode: str, run_dir, resume: bool = False, progress: Callable[[dict], None] | None = None):

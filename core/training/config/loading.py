@@ -15,9 +15,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from core.errors import UserError, did_you_mean
+from core.errors import UserError, did_you_mean, shorten
+from core.files import read_text
 from core.training.config.schema import VERL_OVERRIDES, TrainingConfig, flatten, is_model, model_node
-from core.yamlfile import parse_yaml
+from core.yamlfile import YamlSyntaxError, parse_yaml
 
 log = logging.getLogger(__name__)
 
@@ -91,30 +92,34 @@ def yaml_key_lines(text: str) -> dict[str, int]:
 
 
 def _read_layer(text: str, source: str) -> tuple[dict, _Layer]:
-    """A config file's mapping and its layer; UserError for bad YAML, a non-mapping, or a key written twice."""
+    """A config file's mapping and its layer; UserError for bad YAML, an empty file, a non-mapping, or a key written
+    twice (naming both lines: YAML would silently keep only the last)."""
     document = parse_yaml(text, source)
-    for dotted, line in document.duplicate_keys():
-        raise UserError(f"{source}:{line}: {dotted}: written twice in the same mapping (YAML would keep only the "
-                        "last); keep one")
+    for dotted, first, again in document.duplicate_keys():
+        raise UserError(f"{source}:{again}: {dotted}: written twice in the same mapping (lines {first} and {again}; "
+                        "YAML would keep only the last); keep one")
     data = document.data
     if data is None:
-        data = {}
+        raise UserError(f"{source}: the config file is empty; write the sections to change (see 'devops-rl config "
+                        "export'), or leave out --config")
     if not isinstance(data, dict):
         raise UserError(f"{source}: a config must be a YAML mapping of sections (algorithm, data, ...), got {type(data).__name__}")
     return data, _Layer(source, document.key_lines())
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """`a.b.c=VALUE` -> ("a.b.c", typed VALUE), VALUE typed as YAML (Hydra-style): 16, 1e-6, true, null, [a, b]."""
-    import yaml
+    """`a.b.c=VALUE` -> ("a.b.c", typed VALUE), VALUE typed as YAML (Hydra-style): 16, 1e-6, true, null, [a, b].
 
+    VALUE that is not YAML at all stays a string; YAML that is refused (an alias bomb, a 5,000-digit number) is a
+    UserError, like the same text in a config file.
+    """
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
-        raise UserError(f"--set {text}: expected KEY=VALUE with a dotted key, e.g. --set data.train_batch_size=8")
+        raise UserError(f"--set {shorten(text)}: expected KEY=VALUE with a dotted key, e.g. --set data.train_batch_size=8")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
+        value = parse_yaml(raw, f"--set {shorten(key)}").data if raw.strip() else ""
+    except YamlSyntaxError:
         value = raw
     if isinstance(value, str):
         try:
@@ -246,7 +251,7 @@ def _build(data: dict, origins: dict[str, _Layer]) -> TrainingConfig:
         value = first.get("input")
         more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
         message = first["msg"].removeprefix("Value error, ")
-        raise UserError(f"{where}: {path}: {value!r}: {message}{more}") from None
+        raise UserError(f"{where}: {path}: {shorten(repr(value), 60)}: {message}{more}") from None
 
 
 # ---- the entry points -------------------------------------------------------------------------------
@@ -271,16 +276,13 @@ def load_config(preset: str = "default", config_file: Path | None = None, overri
     _merge(data, *_preset_layer(preset), origins)
     if config_file is not None:
         path = Path(config_file)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise UserError(f"{path}: no such config file; create one with 'devops-rl config export > {path.name}'") from None
-        except OSError as exc:
-            raise UserError(f"{path}: cannot read the config file ({exc.strerror})") from None
-        _merge(data, *_read_layer(text, str(path)), origins)
+        if not path.exists():
+            raise UserError(f"{shorten(path)}: no such config file; create one with 'devops-rl config export -o "
+                            f"{shorten(path.name, 40)}'")
+        _merge(data, *_read_layer(read_text(path, "config file"), str(path)), origins)
     for text in overrides:
         key, value = parse_override(text)
-        layer = _Layer(f"--set {text}")
+        layer = _Layer(f"--set {shorten(text)}")
         update: dict = {}
         _set_dotted(update, key, value)
         _merge(data, update, layer, origins)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from core.errors import did_you_mean
 
@@ -30,6 +30,14 @@ KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
 LossAggMode = Literal["token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 LOSS_AGG_MODES: tuple[str, ...] = typing.get_args(LossAggMode)
 
+# Upper bounds, so a typo such as 99999999999999999999999 is one line at once instead of minutes of work and
+# gigabytes of memory. Each is far above any real setting; `validate` then bounds sizes by the task set,
+# the model's context and the machine's memory.
+SEED_MAX = 2**32 - 1  # what NumPy's and Python's seeding accept everywhere (torch takes more, NumPy does not)
+MAX_COUNT = 2**20  # prompts, responses, sequences, workers, GPUs: a million of anything per step is beyond any machine
+MAX_TOKENS = 2**24  # 16.7M tokens: longer than any model's context window
+MAX_STEPS = 10**9  # steps, epochs, frequencies: a billion steps of even a tiny model would take decades
+
 
 def check_kl_type(value: str) -> str:
     """`value` if it is an estimator of KL_TYPES, optionally with verl's `+` suffix; ValueError otherwise."""
@@ -45,7 +53,18 @@ def _tune(advice: str) -> dict[str, str]:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, coerce_numbers_to_str=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value, info: ValidationInfo):
+        """`true` for a number is a mistake (pydantic would read it as 1), so a number field refuses a boolean."""
+        if isinstance(value, bool):
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = set(typing.get_args(annotation)) or {annotation}
+            if kinds & {int, float} and bool not in kinds:
+                raise ValueError("a number is expected, not true/false")
+        return value
 
 
 # ---- algorithm ------------------------------------------------------------------------------------
@@ -56,7 +75,7 @@ class KLCtrlConfig(_Section):
                                                json_schema_extra=_tune("adaptive targets target_kl"))
     kl_coef: float = Field(0.001, ge=0, description="in-reward KL coefficient",
                            json_schema_extra=_tune("raise if actor/ppo_kl grows steadily"))
-    horizon: int = Field(10000, gt=0, description="adaptive controller horizon (steps)")
+    horizon: int = Field(10000, gt=0, le=MAX_STEPS, description="adaptive controller horizon (steps)")
     target_kl: float = Field(0.1, gt=0, description="adaptive controller target")
 
 
@@ -69,7 +88,7 @@ class FilterGroupsConfig(_Section):
                              "generation"))
     # verl 0.9: "reward" is the pre-KL sequence reward; "acc", "score", ... also work
     metric: str = Field("reward", description="the per-response value compared inside a group")
-    max_num_gen_batches: int = Field(0, ge=0, description="most generation batches per step while filtering (0 = no limit)")
+    max_num_gen_batches: int = Field(0, ge=0, le=MAX_COUNT, description="most generation batches per step while filtering (0 = no limit)")
 
 
 class AlgorithmConfig(_Section):
@@ -111,21 +130,21 @@ class AlgorithmConfig(_Section):
 
 
 class DataConfig(_Section):
-    train_batch_size: int = Field(16, gt=0, description="prompts per training step (each sampled rollout.n times)",
+    train_batch_size: int = Field(16, gt=0, le=MAX_COUNT, description="prompts per training step (each sampled rollout.n times)",
                                   json_schema_extra=_tune("memory vs speed: out of memory, lower it (16 -> 8); too "
                                                           "slow, raise it (16 -> 32)"))
-    val_batch_size: int | None = Field(None, gt=0, description="prompts per validation batch (null = all validation "
+    val_batch_size: int | None = Field(None, gt=0, le=MAX_COUNT, description="prompts per validation batch (null = all validation "
                                        "tasks at once)", json_schema_extra=_tune(
                                            "deprecated in verl; the torch backend uses it to bound memory"))
-    max_prompt_length: int = Field(8192, gt=0, description="longest prompt in tokens (system prompt + task)",
+    max_prompt_length: int = Field(8192, gt=0, le=MAX_TOKENS, description="longest prompt in tokens (system prompt + task)",
                                    json_schema_extra=_tune("fit it to the system prompt's length"))
-    max_response_length: int = Field(4096, gt=0, description="most tokens generated per answer", json_schema_extra=_tune(
+    max_response_length: int = Field(4096, gt=0, le=MAX_TOKENS, description="most tokens generated per answer", json_schema_extra=_tune(
         "DevOps answers are long; if response_length/clip_ratio is high (answers cut off), raise it"))
     truncation: Literal["error", "left", "right", "middle"] = Field(
         "error", description="what to do with a longer prompt: error, left, right, middle",
         json_schema_extra=_tune("error guarantees nothing is silently lost"))
     shuffle: bool = Field(True, description="shuffle the training prompts each epoch")
-    seed: int | None = Field(None, description="data-loader seed (null = devops.seed)")
+    seed: int | None = Field(None, ge=0, le=SEED_MAX, description="data-loader seed (null = devops.seed)")
 
 
 # ---- actor / rollout / ref / model -----------------------------------------------------------------
@@ -158,13 +177,13 @@ class RefFSDPConfig(FSDPConfig):
 
 
 class ActorConfig(_Section):
-    ppo_mini_batch_size: int = Field(16, gt=0, description="prompts per optimizer update (a slice of "
+    ppo_mini_batch_size: int = Field(16, gt=0, le=MAX_COUNT, description="prompts per optimizer update (a slice of "
                                      "train_batch_size; verl multiplies it by n)", json_schema_extra=_tune(
                                          "usually equal to train_batch_size (one update per step); must be <= it"))
     ppo_micro_batch_size_per_gpu: int = Field(
-        4, gt=0, description="sequences per forward/backward pass (gradient accumulation inside a mini-batch)",
+        4, gt=0, le=MAX_COUNT, description="sequences per forward/backward pass (gradient accumulation inside a mini-batch)",
         json_schema_extra=_tune("speed and memory: out of memory, lower it (-> 1); slow with headroom, raise it (4 -> 8)"))
-    ppo_epochs: int = Field(1, gt=0, description="passes over each step's batch",
+    ppo_epochs: int = Field(1, gt=0, le=MAX_COUNT, description="passes over each step's batch",
                             json_schema_extra=_tune(">1 reuses samples; watch actor/pg_clipfrac"))
     optim: OptimConfig = Field(default_factory=OptimConfig)
     use_kl_loss: bool = Field(False, description="add a KL-to-reference term to the loss (GRPO's usual KL)",
@@ -196,23 +215,23 @@ class ActorConfig(_Section):
 class MultiTurnConfig(_Section):
     enable: bool = Field(False, description="multi-turn rollouts with tools (verl agent loop)")
     format: str = Field("hermes", description="chat/tool-call format")
-    max_assistant_turns: int | None = Field(None, gt=0, description="turn limit per conversation")
+    max_assistant_turns: int | None = Field(None, gt=0, le=MAX_COUNT, description="turn limit per conversation")
 
 
 class RolloutConfig(_Section):
     name: Literal["vllm", "sglang", "hf"] = Field("vllm", description="inference engine for rollouts: vllm, sglang, hf",
                                                   json_schema_extra=_tune("verl only"))
-    n: int = Field(4, gt=0, description="responses sampled per prompt (the GRPO group size)",
+    n: int = Field(4, gt=0, le=MAX_COUNT, description="responses sampled per prompt (the GRPO group size)",
                    json_schema_extra=_tune("diversity vs cost; 4 is the balance point; too slow: 4 -> 2"))
     temperature: float = Field(1.0, ge=0, description="sampling temperature", json_schema_extra=_tune(
         "must be > 0 for GRPO; higher = more exploration (a remedy for collapse)"))
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling")
-    top_k: int = Field(-1, description="top-k sampling (-1 = off)")
+    top_k: int = Field(-1, ge=-1, le=MAX_COUNT, description="top-k sampling (-1 = off)")
     gpu_memory_utilization: float = Field(0.6, description="share of each GPU vLLM takes for weights + KV cache",
                                           json_schema_extra=_tune("0.6-0.8 is the safe range; out of memory: 0.4-0.5"))
-    tensor_model_parallel_size: int = Field(1, gt=0, description="GPUs one vLLM engine spans",
+    tensor_model_parallel_size: int = Field(1, gt=0, le=MAX_COUNT, description="GPUs one vLLM engine spans",
                                             json_schema_extra=_tune("must divide the GPU count"))
-    log_prob_micro_batch_size_per_gpu: int = Field(4, gt=0, description="micro-batch when recomputing old log-probs",
+    log_prob_micro_batch_size_per_gpu: int = Field(4, gt=0, le=MAX_COUNT, description="micro-batch when recomputing old log-probs",
                                                    json_schema_extra=_tune("affects speed; lower it when out of memory"))
     multi_turn: MultiTurnConfig = Field(default_factory=MultiTurnConfig)
     engine_kwargs: dict[str, dict[str, Any]] = Field(
@@ -221,7 +240,7 @@ class RolloutConfig(_Section):
 
 
 class RefConfig(_Section):
-    log_prob_micro_batch_size_per_gpu: int = Field(8, gt=0, description="micro-batch for reference log-probs")
+    log_prob_micro_batch_size_per_gpu: int = Field(8, gt=0, le=MAX_COUNT, description="micro-batch for reference log-probs")
     fsdp_config: RefFSDPConfig = Field(default_factory=RefFSDPConfig)
 
 
@@ -246,20 +265,20 @@ class ActorRolloutRefConfig(_Section):
 
 
 class TrainerConfig(_Section):
-    n_gpus_per_node: int = Field(1, gt=0, description="GPUs per machine",
+    n_gpus_per_node: int = Field(1, gt=0, le=MAX_COUNT, description="GPUs per machine",
                                  json_schema_extra=_tune("train_batch_size x n must divide by the GPU count"))
-    nnodes: int = Field(1, gt=0, description="machines")
-    total_epochs: int = Field(100, gt=0, description="passes over the training tasks",
+    nnodes: int = Field(1, gt=0, le=MAX_COUNT, description="machines")
+    total_epochs: int = Field(100, gt=0, le=MAX_STEPS, description="passes over the training tasks",
                               json_schema_extra=_tune("fit it to the dataset's size"))
-    total_training_steps: int | None = Field(None, gt=0, description="stop after this many steps instead (null = "
+    total_training_steps: int | None = Field(None, gt=0, le=MAX_STEPS, description="stop after this many steps instead (null = "
                                              "epochs x steps per epoch)")
-    save_freq: int = Field(50, description="checkpoint every N steps (-1 = only at the end)", json_schema_extra=_tune(
+    save_freq: int = Field(50, le=MAX_STEPS, description="checkpoint every N steps (-1 = only at the end)", json_schema_extra=_tune(
         "keep it below the total steps so an interruption loses little"))
-    test_freq: int = Field(10, description="validate every N steps (-1 = never during training)",
+    test_freq: int = Field(10, le=MAX_STEPS, description="validate every N steps (-1 = never during training)",
                            json_schema_extra=_tune("more often (e.g. 5) to catch problems early"))
     val_before_train: bool = Field(True, description="validate once before the first step",
                                    json_schema_extra=_tune("records the baseline"))
-    critic_warmup: int = Field(0, ge=0, description="steps that train only the critic (GAE)")
+    critic_warmup: int = Field(0, ge=0, le=MAX_STEPS, description="steps that train only the critic (GAE)")
     logger: list[str] = Field(default_factory=lambda: ["console", "file"], description="verl loggers: console, file, "
                               "wandb, tensorboard, ...", json_schema_extra=_tune(
                                   "the run folder's metrics.jsonl is always written"))
@@ -291,7 +310,7 @@ class RewardJudgeConfig(_Section):
                           json_schema_extra=_tune("0 = rules only"))
     timeout: float = Field(30.0, gt=0, description="seconds per request; on timeout, error or a garbage reply the "
                            "rule score is used")
-    concurrency: int = Field(8, gt=0, description="judge requests in flight at once")
+    concurrency: int = Field(8, gt=0, le=MAX_COUNT, description="judge requests in flight at once")
     api_key_env: str = Field("DEVOPS_RL_API_KEY", description="environment variable with the API key (never in the "
                              "config)")
 
@@ -312,15 +331,15 @@ class RewardConfig(_Section):
 class DevopsConfig(_Section):
     backend: Literal["auto", "torch", "verl"] = Field(
         "auto", description="auto (verl when it and a GPU are usable, else torch), torch, verl")
-    seed: int = Field(0, description="seed for the task split, sampling and initialisation")
-    n_runners: int = Field(1, gt=0, description="parallel workers: reward scorers (torch), agent-loop workers (verl)")
+    seed: int = Field(0, ge=0, le=SEED_MAX, description="seed for the task split, sampling and initialisation")
+    n_runners: int = Field(1, gt=0, le=MAX_COUNT, description="parallel workers: reward scorers (torch), agent-loop workers (verl)")
     val_fraction: float = Field(0.2, ge=0, lt=1, description="share of tasks held out for validation (stratified by type)")
     reward_weights: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="per task type, weight overrides for reward dimensions: "
         "{kubernetes: {security: 2.0}}")
-    samples_per_step: int = Field(4, ge=0, description="prompts/responses written to samples.jsonl each step")
-    keep_checkpoints: int = Field(3, ge=0, description="newest checkpoints kept (0 = keep all)")
-    sft_warmstart_steps: int = Field(0, ge=0, description="SFT steps on the reference answers before RL (builtin:tiny only)",
+    samples_per_step: int = Field(4, ge=0, le=MAX_COUNT, description="prompts/responses written to samples.jsonl each step")
+    keep_checkpoints: int = Field(3, ge=0, le=MAX_STEPS, description="newest checkpoints kept (0 = keep all)")
+    sft_warmstart_steps: int = Field(0, ge=0, le=MAX_STEPS, description="SFT steps on the reference answers before RL (builtin:tiny only)",
                                      json_schema_extra=_tune("gives the tiny model something to improve from"))
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="torch backend device: auto, cpu, cuda")
     runs_dir: str | None = Field(None, description="where runs go (null = $DEVOPS_RL_RUNS_DIR or ./runs)")

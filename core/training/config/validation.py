@@ -67,6 +67,39 @@ def _batch_problems(cfg: TrainingConfig, gpus: int) -> list[str]:
     return problems
 
 
+def machine_memory_gib() -> float:
+    """The most memory one device of this machine offers the native backend: its RAM, or its largest GPU's."""
+    import os
+
+    from core.training import sysmon
+
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
+    return max([ram, *sysmon.gpu_memory_total_gb()])
+
+
+def _size_problems(cfg: TrainingConfig, n_train: int | None) -> list[str]:
+    """Sizes no run of this config could get through: a batch larger than the task set, a step larger than memory."""
+    from core.training import doctor
+
+    problems = []
+    data, rollout = cfg.data, cfg.actor_rollout_ref.rollout
+    if n_train is not None and data.train_batch_size > n_train:
+        problems.append(f"data.train_batch_size: {data.train_batch_size}: larger than the {n_train} training tasks; "
+                        "verl's data loader drops an incomplete batch, so not one step would run; set it <= "
+                        f"{n_train} (or lower devops.val_fraction)")
+    if doctor._layout(cfg) != "torch":
+        return problems  # vLLM pages its KV cache and verl shards the update: the doctor's estimate applies there
+    shape = doctor.model_shape(cfg.actor_rollout_ref.model.path, build_builtin=False)
+    estimate = doctor.estimate_memory(cfg, gpu_mem_gib=0, shape=shape, layout="torch") if shape else None
+    available = machine_memory_gib()
+    if estimate is not None and estimate.peak_gib > available:
+        problems.append(f"data.train_batch_size: {data.train_batch_size}: one step of the torch backend needs about "
+                        f"{estimate.peak_gib:,.0f} GiB ({data.train_batch_size} x rollout.n {rollout.n} sequences of "
+                        f"{data.max_prompt_length + data.max_response_length} tokens), more than the {available:,.0f} "
+                        "GiB of this machine; lower data.train_batch_size, rollout.n or the max lengths")
+    return problems
+
+
 def validate(cfg: TrainingConfig, n_gpus: int | None = None) -> list[str]:
     """Problems verl (or the native backend) would hit, one per string: "key: value: why; fix". Empty when fine."""
     problems: list[str] = []
@@ -77,6 +110,8 @@ def validate(cfg: TrainingConfig, n_gpus: int | None = None) -> list[str]:
         problems.append(f"trainer.n_gpus_per_node: {trainer.n_gpus_per_node}: asks for {gpus} GPUs but {n_gpus} "
                         f"{'is' if n_gpus == 1 else 'are'} available; set trainer.n_gpus_per_node={max(n_gpus, 1)}")
     problems += _batch_problems(cfg, gpus)
+    n_train = _train_split_size(cfg)
+    problems += _size_problems(cfg, n_train)
     if algo.adv_estimator in GROUP_ESTIMATORS and rollout.n < 2:
         problems.append(f"actor_rollout_ref.rollout.n: {rollout.n}: {algo.adv_estimator} compares the responses to "
                         "one prompt, so it needs at least 2; set rollout.n >= 2 (4 is the usual balance)")
@@ -110,9 +145,11 @@ def validate(cfg: TrainingConfig, n_gpus: int | None = None) -> list[str]:
     if algo.filter_groups.enable and algo.adv_estimator not in GROUP_ESTIMATORS:
         problems.append(f"algorithm.filter_groups.enable: true: dynamic sampling filters prompt groups, which "
                         f"{algo.adv_estimator} does not have; use adv_estimator=grpo or disable filter_groups")
-    # A run has at least total_epochs steps, so only a larger frequency needs the task count (a YAML parse).
+    # A run has at least total_epochs steps, so only a larger frequency needs the step count.
+    # (A batch larger than the task set already failed above: no step count to compare with.)
     needs_count = max(trainer.save_freq, trainer.test_freq) > (trainer.total_training_steps or trainer.total_epochs)
-    steps = total_steps(cfg) if needs_count else None
+    fits = n_train is None or data.train_batch_size <= n_train
+    steps = total_steps(cfg, n_train) if needs_count and fits else None
     for key in ("save_freq", "test_freq"):
         freq = getattr(trainer, key)
         if freq == 0 or freq < -1:

@@ -66,7 +66,7 @@ def latest_checkpoint_step(checkpoints: Path) -> int | None:
 
 def child_command(run_path: Path) -> list[str]:
     """The child process: this module's `child_main` on the run folder, in the same Python."""
-    return [sys.executable, "-m", "core.training.verl_backend.launch", str(run_path)]
+    return [sys.executable, "-P", "-m", "core.training.verl_backend.launch", str(run_path)]  # -P: see devops_tui/launcher.py
 
 
 def child_env(verl_dir: Path) -> dict[str, str]:
@@ -362,6 +362,7 @@ def run_verl_training(cfg, *, mode: str, run_dir, resume: bool = False, ray_addr
     """
     from core.training import sysmon
 
+    run_dir.hold_lock()  # this process (the parent) holds the run's writer lock for the child's whole life
     try:
         limits = startup_limits()
         verl_dir = prepare(cfg, run_dir=run_dir, resume=resume, ray_address=ray_address)
@@ -383,6 +384,7 @@ def run_verl_training(cfg, *, mode: str, run_dir, resume: bool = False, ray_addr
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     run_dir.update_meta(pid=os.getpid(), child_pid=child.pid)
+    run_dir.resume_started()  # from here a failure is the run's own, not a failed resume attempt
     stopped_by = stalled = None
     received: list[str] = []
     restore = _interrupt_on_sigterm(received)
