@@ -16,7 +16,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Select, Static
+from textual.widgets import DataTable, Input, Select, Static
+
+from devops_tui.widgets.footer import CockpitFooter
 
 
 def format_config_value(value: Any) -> str:
@@ -70,7 +72,7 @@ class ConfigScreen(Screen):
             from core.training.config import PRESETS
         except ImportError as exc:  # the config engine is a separate part; say so instead of crashing
             yield Static(f"the config model is not available: {exc}", id="config-status")
-            yield Footer()
+            yield CockpitFooter()
             return
         with Horizontal(id="config-top"):
             yield Select([(p, p) for p in PRESETS], value=self.preset, allow_blank=False, id="config-preset")
@@ -84,7 +86,7 @@ class ConfigScreen(Screen):
                 yield Static("", id="config-help")
                 yield Static("", id="config-diff")
                 yield Static("", id="config-doctor")
-        yield Footer()
+        yield CockpitFooter()
 
     def on_mount(self) -> None:
         if not self.query("#config-table"):

@@ -13,8 +13,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Markdown, Select, Static
+from textual.widgets import DataTable, Input, Markdown, Select, Static
 
+from devops_tui.widgets.footer import CockpitFooter
 from tasks import DIFFICULTIES, TASK_TYPES, Task
 
 
@@ -118,7 +119,7 @@ class DatasetScreen(Screen):
             with VerticalScroll(id="dataset-detail"):
                 yield Markdown("", id="task-markdown")
                 yield Static("", id="task-breakdown")
-        yield Footer()
+        yield CockpitFooter()
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns("id", "type", "difficulty", "outputs")

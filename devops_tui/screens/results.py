@@ -12,9 +12,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from core.formatting import format_number
+from devops_tui.widgets.footer import CockpitFooter
 
 SECTIONS = (("by type", "by_type"), ("by difficulty", "by_difficulty"), ("by dimension", "by_dimension"),
             ("penalties (lower is better)", "by_penalty"))
@@ -82,7 +83,7 @@ class ResultsScreen(Screen):
             with Vertical(id="results-left"):
                 yield DataTable(id="results-files", cursor_type="row")
             yield DataTable(id="results-table", zebra_stripes=True)
-        yield Footer()
+        yield CockpitFooter()
 
     def on_mount(self) -> None:
         self.query_one("#results-files", DataTable).add_column("eval results", width=36)

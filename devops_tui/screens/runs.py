@@ -13,10 +13,11 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from core.formatting import format_duration, format_number
 from core.runs import RunSummary, list_runs
+from devops_tui.widgets.footer import CockpitFooter
 from devops_tui.actions import confirm_and_stop
 from devops_tui.messages import OpenRun, RunsListed
 
@@ -44,7 +45,7 @@ class RunsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static("", id="runs-title")
         yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield CockpitFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
