@@ -96,7 +96,7 @@ class MetricChart(Widget):
                          "chart--line-3", "chart--line-4"}
 
     def __init__(self, title: str, keys: Sequence[str], *, labels: Sequence[str] | None = None, unit: str = "",
-                 smoothed: bool = True, name: str | None = None, id: str | None = None,
+                 smoothed: bool = True, smooth_each: bool = False, name: str | None = None, id: str | None = None,
                  classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.title = title
@@ -105,6 +105,7 @@ class MetricChart(Widget):
         self.labels = list(labels) if labels else [k.split("/")[-2] if k.endswith("/mean") else k.split("/")[-1]
                                                   for k in self.keys]
         self.smoothed = smoothed
+        self.smooth_each = smooth_each  # overlaid runs: every line smoothed, no raw layer under them
         self._named = False
         self.view = ChartView()
         self._series: list[Series | None] = [None] * len(self.keys)
@@ -208,6 +209,8 @@ class MetricChart(Widget):
             if idx == 0 and self.smoothed and view.smoothing and len(series) > 2:
                 lines_to_draw.append((raw, "chart--raw"))
                 lines_to_draw.append((smooth(raw, view.smoothing), "chart--line-1"))
+            elif self.smooth_each and view.smoothing and len(series) > 2:
+                lines_to_draw.append((smooth(raw, view.smoothing), f"chart--line-{min(idx + 1, 4)}"))
             else:
                 lines_to_draw.append((raw, f"chart--line-{min(idx + 1, 4)}"))
         vmin, vmax = value_range([v for values, _ in lines_to_draw for v in values])

@@ -16,6 +16,7 @@ class CockpitFooter(Footer):
     DEFAULT_CSS = """
     CockpitFooter FooterKey.-help {
         dock: right;
+        margin: 0;
         padding: 0 1;
         border-left: vkey $foreground 20%;
     }

@@ -189,6 +189,7 @@ class PromptLoaded(Message):
 class SampleInspector(Widget):
     """Steps on the left (`[` and `]` move), the step's answers below them, the chosen view on the right."""
 
+    HELP_AREA = "samples tab"
     BINDINGS = [
         Binding("left_square_bracket", "move(-1)", "Previous step", key_display="[", id="samples.previous"),
         Binding("right_square_bracket", "move(1)", "Next step", key_display="]", id="samples.next"),
