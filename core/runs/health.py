@@ -61,17 +61,19 @@ class Alert:
         return self.kind, self.series
 
     def to_event(self) -> dict[str, Any]:
-        """The fields of an `alert` line in events.jsonl."""
-        return asdict(self)
+        """The fields of an `alert` line in events.jsonl (`check` names the kind: `kind` is the event's own word)."""
+        fields = asdict(self)
+        fields["check"] = fields.pop("kind")
+        return fields
 
     @classmethod
     def from_event(cls, record: Mapping[str, Any]) -> Alert | None:
         """An alert back from an `alert` event (None when the line is not one)."""
-        if record.get("event") != "alert" or not isinstance(record.get("kind"), str):
+        if record.get("event") != "alert" or not isinstance(record.get("check"), str):
             return None
         step = record.get("step")
         value = record.get("value")
-        return cls(kind=record["kind"], level=record.get("level") if record.get("level") in LEVELS else "warning",
+        return cls(kind=record["check"], level=record.get("level") if record.get("level") in LEVELS else "warning",
                    series=str(record.get("series") or ""), step=step if isinstance(step, int) else None,
                    message=str(record.get("message") or record["kind"]),
                    value=float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None)
