@@ -30,7 +30,7 @@ from devops_tui.series import SERIES_CAPACITY, KeyStats, number_or_nan
 LOG_LINES_KEPT = 1000
 LOG_TAIL_BYTES = 64 * 1024  # what attaching reads of an existing train.log
 READ_CAP_BYTES = 4 * 2**20  # at most this much of one file per poll, so a burst never stalls the follower
-SCAN_LINES_PER_POLL = 5000  # of a thinned history's exact figures per poll (the UI thread keeps its turns)
+SCAN_LINES_PER_POLL = 2500  # of a thinned history's exact figures per poll (the UI thread keeps its turns)
 
 
 @dataclass
@@ -124,6 +124,7 @@ class RunFeed:
         self._loaded_history = False
         self._scan: list[bytes] | None = None  # history lines whose exact figures are still to be computed
         self._scan_stats: dict[str, KeyStats] = {}
+        self._history_drained = False
         self.closed = False
 
     @property
@@ -154,8 +155,8 @@ class RunFeed:
         update.metrics = [r for r in records if r is not None and "data" in r]
         if update.history and self._scan is None:
             update.history_stats = row_stats(update.metrics)  # every row was read: the figures are exact
-        elif self._scan is not None and not update.history:
-            update.history_stats = self._scan_some()
+        elif self._scan is not None and not update.history and self._history_drained:
+            update.history_stats = self._scan_some()  # only once the screen has drawn the thinned history
         if self.folder is not None:
             update.events = self._events.poll_records()
             update.log_lines = [line.decode("utf-8", "replace") for line in self._log.poll()]
@@ -198,6 +199,7 @@ class RunFeed:
     def drain(self) -> RunUpdate:
         with self._lock:
             update, self._pending = self._pending, RunUpdate()
+            self._history_drained = self._history_drained or update.history
         return update
 
     def close(self) -> None:

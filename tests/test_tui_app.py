@@ -115,6 +115,7 @@ async def test_attach_follows_a_folder_another_process_writes(tmp_path, producer
         await wait_for(pilot, lambda: chart.draws > 0 and len(chart._series[0] or []) >= 5, what="chart")
         assert "running" in str(live.query_one("#live-title").render())
         await pilot.press("l")
+        await wait_for(pilot, lambda: live.query("#live-log"), what="the Log tab")
         log = live.query_one("#live-log")
         await wait_for(pilot, lambda: log.line_count >= 5, what="log lines")
         assert log.lines[-1].startswith("step ")

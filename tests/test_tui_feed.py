@@ -267,7 +267,7 @@ def test_exact_figures_of_a_thinned_history_include_rows_the_charts_skipped(tmp_
     feed.poll()
     state.apply(feed.drain())
     assert state.stride > 1 and not state.exact()
-    for _ in range(5):  # the exact figures arrive a slice per poll
+    for _ in range(5):  # the exact figures arrive a slice per poll, once the thinned history was drawn
         feed.poll()
         state.apply(feed.drain())
     figures = state.figures()["actor/pg_loss"]

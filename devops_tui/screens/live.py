@@ -7,6 +7,8 @@ redraws the visible tab about once a second, only when something changed.
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
 from pathlib import Path
 
 from rich.text import Text
@@ -20,14 +22,14 @@ from textual.widgets import Log, ProgressBar, Static, TabbedContent, TabPane
 
 from core.formatting import format_duration, format_number
 from core.runs import Alert, Thresholds
-from devops_tui.widgets.footer import CockpitFooter
 from devops_tui.actions import confirm_and_stop
 from devops_tui.messages import RunDataReady
 from devops_tui.runfeed import LOG_LINES_KEPT, RunFeed, follow_feed
 from devops_tui.runstate import RunState
 from devops_tui.widgets.chart import SMOOTHING_STEPS, ZOOM_STEPS, ChartView, MetricChart
+from devops_tui.widgets.footer import CockpitFooter
 from devops_tui.widgets.inspector import SampleInspector
-from devops_tui.widgets.tables import AlertHistory, MetricsTable
+from devops_tui.widgets.tables import AlertHistory, MetricsTable, metrics_csv
 
 try:  # the reward's own names when it is installed; the documented ones otherwise
     from core.rewards import DIMENSIONS
@@ -35,6 +37,7 @@ except ImportError:
     DIMENSIONS = ("automation", "reliability", "security", "observability", "documentation", "expected_outputs")
 
 REDRAW_INTERVAL_S = 1.0
+PREMOUNT_PAUSE_S = 0.2  # between mounting one hidden tab and the next, after the first paint
 ALERT_LINES = 3
 
 # (title, keys, unit); a title of "penalties" is filled with the penalties that bit hardest.
@@ -62,9 +65,12 @@ SYSTEM_CHARTS = [
     ("step time (step/gen/update)", ["timing_s/step", "timing_s/gen", "timing_s/update_actor"], "s"),
     ("GPU util", [], "%"),
 ]
-CHART_TABS = {"tab-rewards": ("#grid-rewards", REWARD_CHARTS, "chart-reward"),
-              "tab-training": ("#grid-training", TRAINING_CHARTS, "chart-train"),
-              "tab-system": ("#grid-system", SYSTEM_CHARTS, "chart-sys")}
+CHART_TABS = {"tab-rewards": ("chart-grid-5", REWARD_CHARTS, "chart-reward"),
+              "tab-training": ("chart-grid-5", TRAINING_CHARTS, "chart-train"),
+              "tab-system": ("chart-grid-3", SYSTEM_CHARTS, "chart-sys")}
+TABS = (("tab-rewards", "[u]R[/u]ewards"), ("tab-training", "[u]T[/u]raining"), ("tab-system", "S[u]y[/u]stem"),
+        ("tab-samples", "Sa[u]m[/u]ples"), ("tab-metrics", "Metrics ([u]k[/u])"), ("tab-alerts", "[u]A[/u]lerts"),
+        ("tab-log", "[u]L[/u]og"))
 
 
 def memory_keys(keys, *, device: bool = True) -> list[str]:
@@ -188,6 +194,7 @@ class LiveScreen(Screen):
         self._events_seen = False
         self._samples_shown = -1
         self._alerts: list[Alert] = []
+        self._log_lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)  # for a Log tab not shown yet
         self.redraws = 0
 
     def compose(self) -> ComposeResult:
@@ -195,31 +202,44 @@ class LiveScreen(Screen):
             yield Static("no run attached: open one on the Runs screen (1) or start one (3)", id="live-title")
             yield ProgressBar(total=None, show_eta=False, id="live-progress")
         yield Static("", id="live-alerts")
+        # Every tab is filled the first time it is shown (the Rewards tab right after the first paint): the
+        # screen appears at once and costs only what is looked at.
         with TabbedContent(id="live-tabs"):
-            with TabPane("[u]R[/u]ewards", id="tab-rewards"):
-                with VerticalScroll(classes="chart-scroll"):
-                    with Grid(classes="chart-grid chart-grid-5", id="grid-rewards"):
-                        for i, (title, keys, unit) in enumerate(REWARD_CHARTS):
-                            yield MetricChart(title, keys, unit=unit, id=f"chart-reward-{i}")
-            # The other tabs are filled the first time they are shown: a faster first paint.
-            with TabPane("[u]T[/u]raining", id="tab-training"):
-                yield VerticalScroll(Grid(classes="chart-grid chart-grid-5", id="grid-training"), classes="chart-scroll")
-            with TabPane("S[u]y[/u]stem", id="tab-system"):
-                yield VerticalScroll(Grid(classes="chart-grid chart-grid-3", id="grid-system"), classes="chart-scroll")
-            with TabPane("Sa[u]m[/u]ples", id="tab-samples"):
-                yield SampleInspector(id="live-inspector")
-            with TabPane("Metrics ([u]k[/u])", id="tab-metrics"):
-                yield MetricsTable(id="live-metrics")
-            with TabPane("[u]A[/u]lerts", id="tab-alerts"):
-                yield AlertHistory(id="live-alert-history")
-            with TabPane("[u]L[/u]og", id="tab-log"):
-                yield Log(max_lines=LOG_LINES_KEPT, id="live-log", auto_scroll=True)
+            for tab, label in TABS:
+                yield TabPane(label, id=tab)
         yield CockpitFooter()
+
+    async def _fill_tab(self, tab: str) -> None:
+        """Mount a tab's widgets the first time it is shown."""
+        pane = self.query_one(f"#{tab}", TabPane)
+        if pane.children:
+            return
+        if tab in CHART_TABS:
+            grid_class, charts, prefix = CHART_TABS[tab]
+            grid = Grid(*(MetricChart(title, keys, unit=unit, id=f"{prefix}-{i}")
+                          for i, (title, keys, unit) in enumerate(charts)), classes=f"chart-grid {grid_class}")
+            await pane.mount(VerticalScroll(grid, classes="chart-scroll"))
+        elif tab == "tab-samples":
+            inspector = SampleInspector(id="live-inspector")
+            await pane.mount(inspector)
+            inspector.attach(self.feed.samples if self.feed else None)
+            self._samples_shown = -1
+        elif tab == "tab-metrics":
+            await pane.mount(MetricsTable(id="live-metrics"))
+        elif tab == "tab-alerts":
+            await pane.mount(AlertHistory(id="live-alert-history"))
+        elif tab == "tab-log":
+            log = Log(max_lines=LOG_LINES_KEPT, id="live-log", auto_scroll=True)
+            await pane.mount(log)
+            log.write_lines(list(self._log_lines))
+        self._drawn_version = -1
 
     def on_mount(self) -> None:
         self.state.clock = self.app.clock
         self.query_one("#live-alerts", Static).display = False
         self.set_interval(REDRAW_INTERVAL_S, self.redraw)
+        # After the first paint, as its own task: the refresh that paints the screen never waits for the charts.
+        self.call_after_refresh(lambda: self.run_worker(self._fill_active(), group="live-fill"))
         target = getattr(self.app, "run_target", None)
         if target is not None and self.feed is None:
             self.attach(target)
@@ -235,6 +255,7 @@ class LiveScreen(Screen):
         self._drawn_version = -1
         self._events_seen = False
         self._samples_shown = -1
+        self._log_lines.clear()
         for log in self.query("#live-log").results(Log):
             log.clear()
         for tabs in self.query("#live-tabs").results(TabbedContent):
@@ -276,7 +297,9 @@ class LiveScreen(Screen):
         self._events_seen = True
         self.state.apply(update)
         if update.log_lines:
-            self.query_one("#live-log", Log).write_lines(update.log_lines)
+            self._log_lines.extend(update.log_lines)
+            for log in self.query("#live-log").results(Log):
+                log.write_lines(update.log_lines)
         if first:
             self.query_one("#live-tabs", TabbedContent).loading = False
             self.redraw()  # first paint at once; after that at the redraw interval
@@ -285,12 +308,16 @@ class LiveScreen(Screen):
     def _active_tab(self) -> str:
         return self.query_one("#live-tabs", TabbedContent).active
 
+    async def _fill_active(self) -> None:
+        """The shown tab first, then (one at a time, yielding between) the others, so no key waits for a mount."""
+        await self._fill_tab(self._active_tab())
+        self.redraw()
+        for tab, _ in TABS:
+            await asyncio.sleep(PREMOUNT_PAUSE_S)
+            await self._fill_tab(tab)
+
     async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        for tab, (grid_id, charts, prefix) in CHART_TABS.items():
-            grid = self.query_one(grid_id, Grid)
-            if event.pane.id == tab and not grid.children:
-                await grid.mount_all(MetricChart(title, keys, unit=unit, id=f"{prefix}-{i}")
-                                     for i, (title, keys, unit) in enumerate(charts))
+        await self._fill_tab(event.pane.id)
         if event.pane.id == "tab-samples":
             self.query_one(SampleInspector).query_one("#samples-table").focus()
         self.redraw()
@@ -309,10 +336,12 @@ class LiveScreen(Screen):
         self._update_head()
         tab = self._active_tab()
         if tab == "tab-samples" and state.samples_version != self._samples_shown:
-            self._samples_shown = state.samples_version
-            self.query_one(SampleInspector).refresh_source()
+            for inspector in self.query(SampleInspector).results(SampleInspector):
+                self._samples_shown = state.samples_version
+                inspector.refresh_source()
         if tab == "tab-alerts":
-            self.query_one(AlertHistory).show(state.history)
+            for history in self.query(AlertHistory).results(AlertHistory):
+                history.show(state.history)
         if state.version == self._drawn_version and tab == self._drawn_tab and self.view == self._drawn_view:
             return
         self._drawn_version, self._drawn_tab, self._drawn_view = state.version, tab, self.view
@@ -323,7 +352,8 @@ class LiveScreen(Screen):
                 keys, labels = self._chart_keys(chart, series)
                 chart.set_series(series, keys, labels, view=self.view)
         elif tab == "tab-metrics":
-            self.query_one(MetricsTable).show(state.figures(), state.exact())
+            for table in self.query(MetricsTable).results(MetricsTable):
+                table.show(state.figures(), state.exact())
 
     def _chart_keys(self, chart: MetricChart, series) -> tuple[list[str] | None, list[str] | None]:
         """Keys of the charts whose lines depend on what the run logs (penalties, memory, GPUs)."""
@@ -413,9 +443,10 @@ class LiveScreen(Screen):
         """The metrics table (as filtered) as CSV in the working folder (never into the run folder)."""
         if self.feed is None:
             return
-        table = self.query_one(MetricsTable)
-        table.show(self.state.figures(), self.state.exact())
-        path = table.save_csv(Path.cwd() / f"{self.feed.target.stem}-metrics.csv")
+        tables = self.query(MetricsTable).results(MetricsTable)
+        words = next((table.words for table in tables), "")
+        path = Path.cwd() / f"{self.feed.target.stem}-metrics.csv"
+        path.write_text(metrics_csv(self.state.figures(), words), encoding="utf-8")
         self.notify(f"saved {path}")
 
     def action_open_results(self) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-from pathlib import Path
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -97,10 +96,6 @@ class MetricsTable(Vertical):
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
         self.show(self.figures, self.exact)
-
-    def save_csv(self, path: Path) -> Path:
-        path.write_text(metrics_csv(self.figures, self.words), encoding="utf-8")
-        return path
 
 
 ALERT_COLUMNS = (("level", 7), ("step", 6), ("check", 16), ("series", 28), ("from", 7))
