@@ -105,7 +105,8 @@ async def _press(app, key: str) -> float:
 
 
 async def _keys_while_streaming(folder: Path, keys: tuple[str, ...]) -> dict:
-    """Press `keys` in turn every 50 ms while a producer streams; each press's time and the event loop's lag."""
+    """Press keys every 50 ms while a producer streams: the keys both cockpits have for the first half of the
+    stream (the same sequence for both), then `keys` (all of this cockpit's); each press's time and the lag."""
     from devops_tui.app import CockpitApp
 
     run = folder / "streaming"
@@ -113,7 +114,7 @@ async def _keys_while_streaming(folder: Path, keys: tuple[str, ...]) -> dict:
     script = folder / "producer.py"
     script.write_text(PRODUCER)
     app = CockpitApp(attach=run, runs_root=folder)
-    presses: dict[str, list[float]] = {k: [] for k in keys}
+    presses: dict[str, list[float]] = {}
     lags: list[float] = []
     rss: list[float] = []
     async with app.run_test(size=(120, 40)) as pilot:
@@ -122,10 +123,12 @@ async def _keys_while_streaming(folder: Path, keys: tuple[str, ...]) -> dict:
         next_rss = time.perf_counter() + 5
         i = 0
         try:
+            halfway = time.perf_counter() + DURATION_S / 2
             while producer.poll() is None:
-                key = keys[i % len(keys)]
+                phase = SHARED_KEYS if time.perf_counter() < halfway else keys
+                key = phase[i % len(phase)]
                 i += 1
-                presses[key].append(await _press(app, key))
+                presses.setdefault(key if phase is SHARED_KEYS else f"all:{key}", []).append(await _press(app, key))
                 before = time.perf_counter()
                 await asyncio.sleep(0.05)
                 lags.append(time.perf_counter() - before - 0.05)
@@ -195,6 +198,15 @@ def _write_run(run: Path, rows: int, *, status: str = "finished") -> None:
             handle.write(json.dumps({"step": step, "data": data}) + "\n")
 
 
+def _first_chart(screen):
+    """The Live screen's final-reward chart: in the Rewards panel, or (the old cockpit) its own widget."""
+    panels = screen.query("#charts-rewards")
+    if panels:
+        return panels.first().charts[0]
+    charts = screen.query("#chart-reward-0")
+    return charts.first() if charts else None
+
+
 async def _attach(run: Path) -> float:
     """Seconds from start until the Live screen's first chart shows the history."""
     from devops_tui.app import CockpitApp
@@ -202,9 +214,8 @@ async def _attach(run: Path) -> float:
     started = time.perf_counter()
     app = CockpitApp(attach=run, runs_root=run.parent)
     async with app.run_test(size=(120, 40)) as pilot:
-        while not app.screen.query("#chart-reward-0"):  # the charts are mounted right after the first paint
+        while (chart := _first_chart(app.screen)) is None:  # the charts are mounted right after the first paint
             await pilot.pause(0.01)
-        chart = app.screen.query_one("#chart-reward-0")
         while not (chart.draws and chart._series[0] is not None and len(chart._series[0])):
             await pilot.pause(0.01)
         return time.perf_counter() - started
@@ -260,8 +271,8 @@ def _old_code(folder: Path) -> Path | None:
     return target
 
 
-def _key_times(result: dict, keys: tuple[str, ...]) -> list[float]:
-    return [t for k in keys for t in result["streaming"]["presses"].get(k, [])]
+def _key_times(result: dict, keys: tuple[str, ...], phase: str = "") -> list[float]:
+    return [t for k in keys for t in result["streaming"]["presses"].get(phase + k, [])]
 
 
 def run() -> list[dict]:
@@ -279,13 +290,14 @@ def run() -> list[dict]:
     shared_new, shared_old = _key_times(new, SHARED_KEYS), _key_times(old, SHARED_KEYS) if old else []
     p95_new = _percentile(shared_new, 0.95)
     p95_old = _percentile(shared_old, 0.95) if old else None
-    row(f"key p95, Live keys both have ({'/'.join(SHARED_KEYS)}), 20 steps/s + 1k lines/s", ms(p95_new), "ms",
+    row(f"key p95, Live keys both have ({'/'.join(SHARED_KEYS)}), 20 steps/s + 1k lines/s, first half", ms(p95_new), "ms",
         f"old cockpit {ms(p95_old)} ms" if old else "old cockpit not measured",
         round(p95_old / p95_new, 2) if old and p95_new else None, f"< {KEY_GOAL_MS:.0f} ms")
-    all_new = _key_times(new, NEW_KEYS)
-    row(f"key p50 / p95, every Live key ({len(NEW_KEYS)} keys, {len(all_new)} presses)",
+    all_new = _key_times(new, NEW_KEYS, "all:")
+    slowest = max(NEW_KEYS, key=lambda k: _percentile(new["streaming"]["presses"].get(f"all:{k}", []), 0.95))
+    row(f"key p50 / p95, every Live key ({len(NEW_KEYS)} keys, {len(all_new)} presses, second half)",
         f"{ms(_percentile(all_new, 0.5))} / {ms(_percentile(all_new, 0.95))}", "ms",
-        f"slowest key p95: {max(NEW_KEYS, key=lambda k: _percentile(new['streaming']['presses'][k], 0.95))}",
+        f"slowest: {slowest} (p95 {ms(_percentile(new['streaming']['presses'][f'all:{slowest}'], 0.95))} ms)",
         None, f"< {KEY_GOAL_MS:.0f} ms")
     lag_new = _percentile(new["streaming"]["lags"], 0.95)
     lag_old = _percentile(old["streaming"]["lags"], 0.95) if old else None

@@ -111,7 +111,8 @@ async def test_attach_follows_a_folder_another_process_writes(tmp_path, producer
         first = live.state.step
         await wait_for(pilot, lambda: live.state.step >= first + 5, what="more steps to arrive")
         await wait_for(pilot, lambda: "step" in str(live.query_one("#live-title").render()), what="header")
-        chart = live.query_one("#chart-reward-0")
+        await wait_for(pilot, lambda: live.query("#charts-rewards"), what="the charts")
+        chart = live.query_one("#charts-rewards").charts[0]
         await wait_for(pilot, lambda: chart.draws > 0 and len(chart._series[0] or []) >= 5, what="chart")
         assert "running" in str(live.query_one("#live-title").render())
         await pilot.press("l")
@@ -577,8 +578,9 @@ async def test_compare_overlays_runs_diffs_configs_and_orders_eval_results_by_ti
                        what="the compare screen")
         compare = app.screen
         chart = compare.query_one("#compare-chart")
-        await wait_for(pilot, lambda: chart.title == "critic/score/mean" and all(chart._series), what="overlaid curves")
-        assert [s.values for s in chart._series] == [[0.1, 0.2, 0.3], [0.1, 0.2, 0.3]]
+        await wait_for(pilot, lambda: chart.title == "critic/score/mean" and all(chart.chart._series),
+                       what="overlaid curves")
+        assert [s.values for s in chart.chart._series] == [[0.1, 0.2, 0.3], [0.1, 0.2, 0.3]]
         config = compare.query_one("#compare-config")
         rows = [[str(c) for c in config.get_row_at(i)] for i in range(config.row_count)]
         assert rows == [["actor_rollout_ref.actor.optim.lr", "1e-6", "2e-6"]]  # only what differs
@@ -675,7 +677,8 @@ async def test_chart_keys_change_smoothing_scale_and_zoom(tmp_path):
     app = CockpitApp(attach=run, runs_root=tmp_path / "runs")
     async with app.run_test(size=(120, 40)) as pilot:
         live = app.screen
-        chart = live.query_one("#chart-reward-0")
+        await wait_for(pilot, lambda: live.query("#charts-rewards"), what="the charts")
+        chart = live.query_one("#charts-rewards").charts[0]
         await wait_for(pilot, lambda: live.state.rows_seen == 3 and chart.draws > 0, what="the charts")
         await pilot.press("w", "g", "z")
         await wait_for(pilot, lambda: chart.view == live.view, what="the new view")

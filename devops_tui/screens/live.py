@@ -15,7 +15,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Log, ProgressBar, Static, TabbedContent, TabPane
@@ -26,7 +26,7 @@ from devops_tui.actions import confirm_and_stop
 from devops_tui.messages import RunDataReady
 from devops_tui.runfeed import LOG_LINES_KEPT, RunFeed, follow_feed
 from devops_tui.runstate import RunState
-from devops_tui.widgets.chart import SMOOTHING_STEPS, ZOOM_STEPS, ChartView, MetricChart
+from devops_tui.widgets.chart import SMOOTHING_STEPS, ZOOM_STEPS, Chart, ChartPanel, ChartView
 from devops_tui.widgets.footer import CockpitFooter
 from devops_tui.widgets.inspector import SampleInspector
 from devops_tui.widgets.tables import AlertHistory, MetricsTable, metrics_csv
@@ -65,9 +65,7 @@ SYSTEM_CHARTS = [
     ("step time (step/gen/update)", ["timing_s/step", "timing_s/gen", "timing_s/update_actor"], "s"),
     ("GPU util", [], "%"),
 ]
-CHART_TABS = {"tab-rewards": ("chart-grid-5", REWARD_CHARTS, "chart-reward"),
-              "tab-training": ("chart-grid-5", TRAINING_CHARTS, "chart-train"),
-              "tab-system": ("chart-grid-3", SYSTEM_CHARTS, "chart-sys")}
+CHART_TABS = {"tab-rewards": REWARD_CHARTS, "tab-training": TRAINING_CHARTS, "tab-system": SYSTEM_CHARTS}
 TABS = (("tab-rewards", "[u]R[/u]ewards"), ("tab-training", "[u]T[/u]raining"), ("tab-system", "S[u]y[/u]stem"),
         ("tab-samples", "Sa[u]m[/u]ples"), ("tab-metrics", "Metrics ([u]k[/u])"), ("tab-alerts", "[u]A[/u]lerts"),
         ("tab-log", "[u]L[/u]og"))
@@ -195,6 +193,7 @@ class LiveScreen(Screen):
         self._samples_shown = -1
         self._alerts: list[Alert] = []
         self._log_lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)  # for a Log tab not shown yet
+        self._shown_tabs: set[str] = set()  # tabs drawn at least once (for this run)
         self.redraws = 0
 
     def compose(self) -> ComposeResult:
@@ -215,10 +214,9 @@ class LiveScreen(Screen):
         if pane.children:
             return
         if tab in CHART_TABS:
-            grid_class, charts, prefix = CHART_TABS[tab]
-            grid = Grid(*(MetricChart(title, keys, unit=unit, id=f"{prefix}-{i}")
-                          for i, (title, keys, unit) in enumerate(charts)), classes=f"chart-grid {grid_class}")
-            await pane.mount(VerticalScroll(grid, classes="chart-scroll"))
+            charts = [Chart(title, keys, unit=unit) for title, keys, unit in CHART_TABS[tab]]
+            await pane.mount(VerticalScroll(ChartPanel(charts, id=f"charts-{tab.removeprefix('tab-')}"),
+                                            classes="chart-scroll"))
         elif tab == "tab-samples":
             inspector = SampleInspector(id="live-inspector")
             await pane.mount(inspector)
@@ -253,6 +251,7 @@ class LiveScreen(Screen):
         self.state = RunState(clock=self.app.clock)
         self.state.folder = self.feed.folder
         self._drawn_version = -1
+        self._shown_tabs.clear()
         self._events_seen = False
         self._samples_shown = -1
         self._log_lines.clear()
@@ -317,10 +316,15 @@ class LiveScreen(Screen):
             await self._fill_tab(tab)
 
     async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        await self._fill_tab(event.pane.id)
-        if event.pane.id == "tab-samples":
+        tab = event.pane.id
+        await self._fill_tab(tab)
+        if tab == "tab-samples":
             self.query_one(SampleInspector).query_one("#samples-table").focus()
-        self.redraw()
+        if tab in self._shown_tabs:
+            # The tab appears at once with what it drew last time; its new data follows in the next frame.
+            self.call_after_refresh(self.redraw)
+        else:
+            self.redraw()
 
     def on_resize(self, event) -> None:
         self.set_class(event.size.width < 100, "-narrow")  # the header needs the progress bar's room
@@ -345,17 +349,17 @@ class LiveScreen(Screen):
         if state.version == self._drawn_version and tab == self._drawn_tab and self.view == self._drawn_view:
             return
         self._drawn_version, self._drawn_tab, self._drawn_view = state.version, tab, self.view
+        self._shown_tabs.add(tab)
         self.redraws += 1
         series = state.series
         if tab in CHART_TABS:
-            for chart in self.query_one(f"#{tab}").query(MetricChart):
-                keys, labels = self._chart_keys(chart, series)
-                chart.set_series(series, keys, labels, view=self.view)
+            for panel in self.query_one(f"#{tab}").query(ChartPanel).results(ChartPanel):
+                panel.set_series(series, lambda chart: self._chart_keys(chart, series), view=self.view)
         elif tab == "tab-metrics":
             for table in self.query(MetricsTable).results(MetricsTable):
                 table.show(state.figures(), state.exact())
 
-    def _chart_keys(self, chart: MetricChart, series) -> tuple[list[str] | None, list[str] | None]:
+    def _chart_keys(self, chart: Chart, series) -> tuple[list[str] | None, list[str] | None]:
         """Keys of the charts whose lines depend on what the run logs (penalties, memory, GPUs)."""
         if chart.title == "penalties":
             keys = penalty_keys(series)

@@ -1,7 +1,8 @@
-"""A compact braille line chart of run metrics: raw values faint under a bold smoothed line, x = step.
+"""Compact braille line charts of run metrics: raw values faint under a bold smoothed line, x = step.
 
-It only draws what `set_series` last gave it, bucketed to its own width, within the step range, smoothing and
-scale the screen set (`view`); the screen decides when (about once a second, only while visible, only on change).
+A `Chart` only draws what `set_series` last gave it, bucketed to its width, within the step range, smoothing and
+scale the screen set (`view`); `MetricChart` shows one, `ChartPanel` a grid of them as one widget. The screen
+decides when (about once a second, only while visible, only on change).
 """
 
 from __future__ import annotations
@@ -88,17 +89,12 @@ def value_range(values: Sequence[float]) -> tuple[float, float]:
     return lo, hi
 
 
-class MetricChart(Widget):
-    """Line chart of one or more metrics; the first gets a smoothed bold line over its faint raw values."""
-
-    # Few classes on purpose: every one costs a style pass per chart at start-up.
-    COMPONENT_CLASSES = {"chart--title", "chart--axis", "chart--raw", "chart--line-1", "chart--line-2",
-                         "chart--line-3", "chart--line-4"}
+class Chart:
+    """One line chart of one or more metrics (no widget): the first line gets a smoothed bold line over its faint
+    raw values. A `MetricChart` shows one; a `ChartPanel` draws a whole grid of them as a single widget."""
 
     def __init__(self, title: str, keys: Sequence[str], *, labels: Sequence[str] | None = None, unit: str = "",
-                 smoothed: bool = True, smooth_each: bool = False, name: str | None = None, id: str | None = None,
-                 classes: str | None = None) -> None:
-        super().__init__(name=name, id=id, classes=classes)
+                 smoothed: bool = True, smooth_each: bool = False) -> None:
         self.title = title
         self.unit = unit
         self.keys = list(keys)
@@ -124,25 +120,17 @@ class MetricChart(Widget):
             self.view = view
         self._series = [series.get(k) for k in self.keys]
         self._generation += 1
-        self.refresh()
 
     # -- drawing ---------------------------------------------------------------------------------
-    def _styles(self) -> dict[str, Style]:
-        return {name: self.get_component_rich_style(name, partial=True) for name in self.COMPONENT_CLASSES}
-
-    def render_line(self, y: int) -> Strip:
-        lines = self._lines_cache()
-        if y < len(lines):
-            return lines[y]
-        return Strip.blank(self.size.width)
-
-    def _lines_cache(self) -> list[Strip]:
-        key = (self.size, self._generation, self.app.theme)
+    def lines(self, width: int, height: int, styles: dict[str, Style], base: Style, theme: str) -> list[Strip]:
+        """The chart as `height` lines of `width` cells, rebuilt only when the size, data or theme changed."""
+        key = (width, height, self._generation, theme)
         cached = self._cache
         if cached is not None and cached[0] == key:
             return cached[1]
         self.draws += 1
-        lines = self._build(self.size.width, self.size.height)
+        lines = self._build(width, height, styles, base)
+        lines += [Strip.blank(width, base)] * (height - len(lines))
         self._cache = (key, lines)
         return lines
 
@@ -180,9 +168,7 @@ class MetricChart(Widget):
             second += [Segment(text if len(text) <= share else text[: share - 1] + "…", style), Segment(" ", base)]
         return [Strip(head).adjust_cell_length(width, base), Strip(second).adjust_cell_length(width, base)]
 
-    def _build(self, width: int, height: int) -> list[Strip]:
-        styles = self._styles()
-        base = self.rich_style
+    def _build(self, width: int, height: int, styles: dict[str, Style], base: Style) -> list[Strip]:
         if width <= 0 or height <= 0:
             return []
         out = self._head(width, styles, base)[: max(height - 3, 1)]
@@ -243,7 +229,8 @@ class MetricChart(Widget):
             run_style, run_text = None, []
             for c in range(plot_w):
                 ch = chr(0x2800 + bits[r][c]) if bits[r][c] else " "
-                style_name = owner[r][c] or "chart--axis"
+                # A blank cell looks the same in any style: it joins the current run (fewer segments to render).
+                style_name = owner[r][c] or run_style or "chart--axis"
                 if style_name != run_style and run_text:
                     segments.append(Segment("".join(run_text), base + styles[run_style]))
                     run_text = []
@@ -257,3 +244,96 @@ class MetricChart(Widget):
         footer = " " * LABEL_WIDTH + left + " " * gap + right
         out.append(Strip([Segment(footer[:width].ljust(width), axis)], width))
         return out[:height]
+
+
+COMPONENT_CLASSES = {"chart--title", "chart--axis", "chart--raw", "chart--line-1", "chart--line-2", "chart--line-3",
+                     "chart--line-4"}  # few on purpose: every one costs a style pass at start-up
+
+
+class _ChartStyles:
+    """The component-class styles both chart widgets draw with (each lists COMPONENT_CLASSES itself: Textual
+    collects them from widget classes only)."""
+
+    def _styles(self) -> dict[str, Style]:
+        return {name: self.get_component_rich_style(name, partial=True) for name in COMPONENT_CLASSES}
+
+
+class MetricChart(_ChartStyles, Widget):
+    """A widget showing one `Chart` (the Compare screen's overlay)."""
+
+    COMPONENT_CLASSES = COMPONENT_CLASSES
+
+    def __init__(self, title: str, keys: Sequence[str], *, id: str | None = None, **options) -> None:
+        super().__init__(id=id)
+        self.chart = Chart(title, keys, **options)
+
+    @property
+    def title(self) -> str:
+        return self.chart.title
+
+    @title.setter
+    def title(self, value: str) -> None:
+        self.chart.title = value
+
+    def set_series(self, series: dict[str, Series], keys: Sequence[str] | None = None,
+                   labels: Sequence[str] | None = None, view: ChartView | None = None) -> None:
+        self.chart.set_series(series, keys, labels, view)
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        lines = self.chart.lines(self.size.width, self.size.height, self._styles(), self.rich_style, self.app.theme)
+        return lines[y] if y < len(lines) else Strip.blank(self.size.width)
+
+
+class ChartPanel(_ChartStyles, Widget):
+    """A grid of charts (two per row) drawn as one widget: a tab of ten charts costs the compositor one region
+    instead of a dozen, which keeps tab switches quick. Each chart is at least `MIN_HEIGHT` lines; on a short
+    terminal the panel grows taller than its container, which scrolls."""
+
+    COMPONENT_CLASSES = COMPONENT_CLASSES
+    MIN_HEIGHT = 6
+    COLUMNS = 2
+
+    def __init__(self, charts: list[Chart], *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.charts = charts
+        self._cache: tuple[tuple, list[Strip]] | None = None
+
+    @property
+    def rows(self) -> int:
+        return max(1, -(-len(self.charts) // self.COLUMNS))
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        return self.rows * max(self.MIN_HEIGHT, container.height // self.rows)
+
+    def set_series(self, series: dict[str, Series], keys_for=None, view: ChartView | None = None) -> None:
+        """New data for every chart; `keys_for(chart)` gives (keys, labels) for charts whose lines are chosen
+        by the screen, or (None, None)."""
+        for chart in self.charts:
+            keys, labels = keys_for(chart) if keys_for is not None else (None, None)
+            chart.set_series(series, keys, labels, view)
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        width, height = self.size
+        key = (self.size, tuple(c._generation for c in self.charts), self.app.theme)
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self._join(width, height))
+        lines = self._cache[1]
+        return lines[y] if y < len(lines) else Strip.blank(width)
+
+    def _join(self, width: int, height: int) -> list[Strip]:
+        """Every screen line of the grid: the charts of a row side by side with a one-cell gap."""
+        styles, base, theme = self._styles(), self.rich_style, self.app.theme
+        chart_h = max(1, height // self.rows)
+        left_w = (width - 1) // 2
+        right_w = width - 1 - left_w
+        gap = Strip.blank(1, base)
+        out: list[Strip] = []
+        for row in range(self.rows):
+            pair = self.charts[row * self.COLUMNS:(row + 1) * self.COLUMNS]
+            left = pair[0].lines(left_w, chart_h, styles, base, theme)
+            right = pair[1].lines(right_w, chart_h, styles, base, theme) if len(pair) > 1 else \
+                [Strip.blank(right_w, base)] * chart_h
+            out += [Strip.join([a, gap, b]) for a, b in zip(left, right)]
+        return out + [Strip.blank(width, base)] * (height - len(out))
