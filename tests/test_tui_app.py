@@ -489,10 +489,13 @@ async def test_alerts_from_a_run_that_goes_nan_collapses_and_crashes(tmp_path):
         await wait_for(pilot, lambda: not str(bar.render()).startswith("✖"), what="acknowledged errors")
         assert "fell to" in str(bar.render())
         await pilot.press("a")
-        history = live.query_one("#alerts-table")
-        await wait_for(pilot, lambda: history.row_count >= 4, what="the alert history")
-        rows = {(str(r[2]), str(r[4])) for r in (history.get_row_at(i) for i in range(history.row_count))}
+        await wait_for(pilot, lambda: live.query("AlertHistory"), what="the Alerts tab")
+        history = live.query_one("AlertHistory")
+        await wait_for(pilot, lambda: len(history.records) >= 4, what="the alert history")
+        rows = {(r.alert.kind, r.source) for r in history.records}
         assert {("nan", "trainer"), ("reward_collapse", "trainer"), ("crashed", "cockpit"), ("nan", "cockpit")} <= rows
+        shown = str(history.query_one("#alerts-table").render())
+        assert "step 25  nan  actor/pg_loss" in shown and "NaN/inf in actor/pg_loss at step 25" in shown
     assert json.loads((run / "meta.json").read_text())["status"] == "running"  # the cockpit never writes there
 
 
@@ -659,12 +662,14 @@ async def test_metrics_table_filters_every_key_and_saves_csv(tmp_path, monkeypat
         live = app.screen
         await wait_for(pilot, lambda: live.state.rows_seen == 5, what="the run")
         await pilot.press("k")
-        table = live.query_one("#metrics-table")
-        await wait_for(pilot, lambda: table.row_count == 3, what="the metrics table")
+        await wait_for(pilot, lambda: live.query("MetricsTable"), what="the Metrics tab")
+        table = live.query_one("MetricsTable")
+        await wait_for(pilot, lambda: len(table.rows) == 3, what="the metrics table")
         live.query_one("#metrics-filter").focus()
         await pilot.press(*"actor grad")
-        await wait_for(pilot, lambda: table.row_count == 1, what="the filter")
-        assert [str(c) for c in table.get_row_at(0)][:4] == ["actor/grad_norm", "7.500", "1.500", "7.500"]
+        await wait_for(pilot, lambda: len(table.rows) == 1, what="the filter")
+        assert list(table.rows[0][:4]) == ["actor/grad_norm", "7.500", "1.500", "7.500"]
+        assert "actor/grad_norm" in str(table.query_one("#metrics-table").render())
         await pilot.press("ctrl+s")
         saved = tmp_path / f"{run.name}-metrics.csv"
         await wait_for(pilot, saved.exists, what="the CSV")

@@ -1,7 +1,8 @@
 """The Live screen's two tables: every metric key with its exact last/min/max/mean (searchable, saved as CSV),
 and the run's alert history (the trainer's `alert` events and what this cockpit computed).
 
-Both only redraw rows that changed; the screen calls `show()` when the data changed and the tab is visible.
+Both are text in a scrolling view rather than DataTables: nothing in them is selected, and a tab of plain text
+shows in a fraction of the time a table widget of the same rows needs, while a run streams.
 """
 
 from __future__ import annotations
@@ -9,14 +10,15 @@ from __future__ import annotations
 import csv
 import io
 
+from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical
-from textual.widgets import DataTable, Input, Static
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Input, Static
 
 from core.formatting import format_number
 from devops_tui.series import KeyStats
 
-METRIC_COLUMNS = (("key", 34), ("last", 9), ("min", 9), ("max", 9), ("mean", 9), ("step", 7), ("rows", 7))
+METRIC_COLUMNS = (("key", 36), ("last", 9), ("min", 9), ("max", 9), ("mean", 9), ("step", 7), ("rows", 12))
 
 
 def metric_rows(figures: dict[str, KeyStats], words: str = "") -> list[tuple[str, ...]]:
@@ -52,23 +54,32 @@ def metrics_csv(figures: dict[str, KeyStats], words: str = "") -> str:
     return out.getvalue()
 
 
+def table_text(columns, rows: list[tuple[str, ...]], width: int) -> Text:
+    """Rows as fixed-width text columns (the first column takes what the others leave, at most its own width)."""
+    widths = [w for _, w in columns]
+    widths[0] = max(12, min(widths[0], width - sum(widths[1:]) - len(widths)))
+    text = Text()
+    text.append(" ".join(label.ljust(w)[:w] for (label, _), w in zip(columns, widths)) + "\n", style="bold")
+    for i, row in enumerate(rows):
+        cells = [row[0][: widths[0]].ljust(widths[0])] + [cell[:w].rjust(w) for cell, w in zip(row[1:], widths[1:])]
+        text.append(" ".join(cells) + "\n", style="dim" if i % 2 else "")
+    return text
+
+
 class MetricsTable(Vertical):
-    """A filter box over a table of every metric key."""
+    """A filter box over every metric key's figures."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.figures: dict[str, KeyStats] = {}
         self.exact = True
+        self.rows: list[tuple[str, ...]] = []
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="filter keys (words), ctrl+s saves the table as CSV", id="metrics-filter")
         yield Static("", id="metrics-note")
-        yield DataTable(id="metrics-table", cursor_type="row", zebra_stripes=True)
-
-    def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for label, width in METRIC_COLUMNS:
-            table.add_column(label, width=width, key=label)
+        with VerticalScroll(id="metrics-scroll"):
+            yield Static("", id="metrics-table")
 
     @property
     def words(self) -> str:
@@ -76,19 +87,9 @@ class MetricsTable(Vertical):
 
     def show(self, figures: dict[str, KeyStats], exact: bool) -> None:
         self.figures, self.exact = figures, exact
-        rows = metric_rows(figures, self.words)
-        table = self.query_one(DataTable)
-        keys = [r[0] for r in rows]
-        if [str(k.value) for k in table.rows] != keys:
-            table.clear()
-            for row in rows:
-                table.add_row(*row, key=row[0])
-        else:
-            for row in rows:
-                for (label, _), cell in zip(METRIC_COLUMNS[1:], row[1:]):
-                    if table.get_cell(row[0], label) != cell:
-                        table.update_cell(row[0], label, cell)
-        note = f"{len(rows)} of {len(figures)} keys"
+        self.rows = metric_rows(figures, self.words)
+        self.query_one("#metrics-table", Static).update(table_text(METRIC_COLUMNS, self.rows, self.size.width - 2))
+        note = f"{len(self.rows)} of {len(figures)} keys"
         if not exact:
             note += " · min/max/mean from the thinned history until the whole file is read"
         self.query_one("#metrics-note", Static).update(note)
@@ -98,45 +99,25 @@ class MetricsTable(Vertical):
         self.show(self.figures, self.exact)
 
 
-ALERT_COLUMNS = (("level", 7), ("step", 6), ("check", 16), ("series", 28), ("from", 7))
-
-
-class AlertHistory(Vertical):
-    """Every alert the run raised, newest first; the selected one's whole message below the table."""
+class AlertHistory(VerticalScroll):
+    """Every alert the run raised, newest first, each with its whole message."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.records: list = []
 
     def compose(self) -> ComposeResult:
-        yield DataTable(id="alerts-table", cursor_type="row", zebra_stripes=True)
-        yield Static("no alerts so far", id="alerts-message")
-
-    def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for label, width in ALERT_COLUMNS:
-            table.add_column(label, width=width)
+        yield Static("no alerts so far", id="alerts-table")
 
     def show(self, history: list) -> None:
         if len(history) == len(self.records):
             return
         self.records = list(reversed(history))
-        table = self.query_one(DataTable)
-        table.clear()
+        text = Text()
         for record in self.records:
             a = record.alert
-            table.add_row(a.level, "-" if a.step is None else str(a.step), a.kind, a.series, record.source)
-        self._show_message()
-
-    def _show_message(self) -> None:
-        table = self.query_one(DataTable)
-        box = self.query_one("#alerts-message", Static)
-        if not self.records:
-            box.update("no alerts so far")
-            return
-        record = self.records[min(max(table.cursor_row, 0), len(self.records) - 1)]
-        box.update(f"{record.alert.message}\n(first seen {record.seen or '?'}, {record.source})")
-
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        event.stop()
-        self._show_message()
+            text.append("✖ " if a.level == "error" else "⚠ ", style="bold")
+            text.append(f"step {'-' if a.step is None else a.step}  {a.kind}  {a.series}", style="bold")
+            text.append(f"  ({record.source}, first seen {record.seen or '?'})\n", style="dim")
+            text.append(f"  {a.message}\n")
+        self.query_one("#alerts-table", Static).update(text if self.records else "no alerts so far")
