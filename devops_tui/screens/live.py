@@ -57,9 +57,10 @@ TRAINING_CHARTS = [
     ("learning rate", ["actor/lr"], ""),
 ]
 DEVICE_MEMORY_KEYS = ("actor/perf/max_memory_allocated_gb", "actor/perf/max_memory_reserved_gb")
-HOST_MEMORY_KEYS = ("perf/cpu_memory_used_gb", "host/memory_used_gb", "host/memory_total_gb")
+PROCESS_MEMORY_KEY = "perf/cpu_memory_used_gb"
+HOST_MEMORY_KEYS = ("host/memory_used_gb", "host/memory_total_gb")
 SYSTEM_CHARTS = [
-    ("device memory", list(DEVICE_MEMORY_KEYS), "GB"),
+    ("training memory", list(DEVICE_MEMORY_KEYS), "GB"),
     ("host memory", list(HOST_MEMORY_KEYS), "GB"),
     ("throughput", ["perf/throughput"], "tokens/s"),
     ("step time (step/gen/update)", ["timing_s/step", "timing_s/gen", "timing_s/update_actor"], "s"),
@@ -72,8 +73,8 @@ TABS = (("tab-rewards", "[u]R[/u]ewards"), ("tab-training", "[u]T[/u]raining"), 
 
 
 def memory_keys(keys, *, device: bool = True) -> list[str]:
-    """Device memory (allocated/reserved, NVML used/total per GPU) or host memory (process, used, total): two
-    charts, so a 0.5 GB process line is not flattened against a 64 GB host total."""
+    """The training's memory (allocated/reserved, NVML used/total per GPU; without a GPU the process's resident
+    memory) or the machine's (used, total): two charts, so a 0.5 GB line is not flattened against a 64 GB total."""
     keys = set(keys)
     if not device:
         return [k for k in HOST_MEMORY_KEYS if k in keys]
@@ -81,6 +82,8 @@ def memory_keys(keys, *, device: bool = True) -> list[str]:
     gpus = sorted({k.split("/")[1] for k in keys if k.startswith("gpu/") and k.endswith("/memory_used_gb")}, key=int)
     for index in gpus:
         chosen += [k for k in (f"gpu/{index}/memory_used_gb", f"gpu/{index}/memory_total_gb") if k in keys]
+    if not gpus and PROCESS_MEMORY_KEY in keys:
+        chosen.append(PROCESS_MEMORY_KEY)
     return chosen[:4]
 
 
@@ -364,8 +367,8 @@ class LiveScreen(Screen):
         if chart.title == "penalties":
             keys = penalty_keys(series)
             return keys, [k.split("/")[1] for k in keys]
-        if chart.title in ("device memory", "host memory"):
-            keys = memory_keys(series, device=chart.title == "device memory")
+        if chart.title in ("training memory", "host memory"):
+            keys = memory_keys(series, device=chart.title == "training memory")
             return keys, [memory_label(k) for k in keys]
         if chart.title in ("GPU util", "host CPU"):
             util = sorted(k for k in series if k.startswith("gpu/") and k.endswith("/util"))[:4]

@@ -164,7 +164,7 @@ class ResultsScreen(Screen):
             return
         base = self.data.get(self.base) if self.base is not None and self.base != path else None
         if base is None:
-            table.add_column("figure", width=34)
+            table.add_column("figure", width=34 if self.size.width >= 100 else 26)
             table.add_column("value", width=10)
             for row in summary_rows(data):
                 table.add_row(*row)
@@ -172,13 +172,14 @@ class ResultsScreen(Screen):
             self.query_one("#results-title", Static).update(f"{results_label(path, data)}: {n} results")
             return
         (a_path, a), (b_path, b) = by_time((self.base, base), (path, data))
-        table.add_column("figure", width=34)
+        table.add_column("figure", width=34 if self.size.width >= 100 else 22)
         for label in ("A", "B", "B-A"):
             table.add_column(label, width=8)
         for row in compare_rows(a, b):
             table.add_row(*row)
+        width = max(20, (self.size.width - 26) // 2)
         self.query_one("#results-title", Static).update(
-            f"A (older) {results_label(a_path, a, width=45)}  vs  B (newer) {results_label(b_path, b, width=45)}")
+            f"A (older) {results_label(a_path, a, width=width)}  vs  B (newer) {results_label(b_path, b, width=width)}")
 
     def _selected(self) -> Path | None:
         files = self.query_one("#results-files", DataTable)

@@ -54,8 +54,16 @@ def metrics_csv(figures: dict[str, KeyStats], words: str = "") -> str:
     return out.getvalue()
 
 
+NARROW_DROPS = ("mean", "step")  # the metrics columns left out below NARROW_WIDTH (the CSV keeps them)
+NARROW_WIDTH = 100
+
+
 def table_text(columns, rows: list[tuple[str, ...]], width: int) -> Text:
-    """Rows as fixed-width text columns (the first column takes what the others leave, at most its own width)."""
+    """Rows as fixed-width text columns (the first column takes what the others leave, at most its own width);
+    on a narrow terminal the columns named in NARROW_DROPS are left out so the key stays readable."""
+    keep = [i for i, (label, _) in enumerate(columns) if width >= NARROW_WIDTH or label not in NARROW_DROPS]
+    columns = [columns[i] for i in keep]
+    rows = [tuple(row[i] for i in keep) for row in rows]
     widths = [w for _, w in columns]
     widths[0] = max(12, min(widths[0], width - sum(widths[1:]) - len(widths)))
     text = Text()
