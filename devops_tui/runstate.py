@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from datetime import datetime, timezone
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,8 +220,6 @@ class RunState:
                             seconds_per_step=self.seconds_per_step(), thresholds=self.thresholds,
                             last_step=self.step)
         alerts += self.health.active()
-        from datetime import datetime, timezone
-
         seen = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat(timespec="seconds")
         for alert in alerts:
             self._remember(alert, "cockpit", seen)

@@ -23,7 +23,7 @@ from devops_tui.compare import RunCurves, config_diff, load_run, results_label, 
 from devops_tui.widgets.chart import SMOOTHING_STEPS, ChartView, MetricChart
 from devops_tui.widgets.footer import CockpitFooter
 
-LINE_MARKS = ("━", "━", "━", "━")  # drawn in the chart's line-1..4 colours
+LINE_MARK = "━"  # beside each run, in the colour of its line in the chart
 
 
 def short(name: str, width: int = 20) -> str:
@@ -152,7 +152,7 @@ class CompareScreen(Screen):
         for label, width in (("", 1), ("run", 20), ("steps", 5), ("status", 12))[: 3 if narrow else 4]:
             table.add_column(label, width=width)
         for i, run in enumerate(self.runs):
-            mark = Text(LINE_MARKS[min(i, 3)], style=self._line_style(i))
+            mark = Text(LINE_MARK, style=self._line_style(i))
             table.add_row(*(mark, short(run.name), str(run.steps or "-"), run.status)[: len(table.columns)],
                           key=str(run.path))
         for path in self.pending:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey
 
 
 class CockpitFooter(Footer):
@@ -27,6 +26,6 @@ class CockpitFooter(Footer):
 
     def compose(self) -> ComposeResult:
         for widget in super().compose():
-            if isinstance(widget, FooterKey) and widget.action == "help":
+            if getattr(widget, "action", None) == "help":  # the FooterKey of the app's help binding
                 widget.add_class("-help")
             yield widget
