@@ -1,4 +1,5 @@
-"""The cockpit's footer: Textual's, with the help key pinned to the right edge so no terminal width hides it.
+"""The cockpit's footer: Textual's, with the help key pinned to the right edge so no terminal width hides it,
+rebuilt only when the keys it shows change (not on every focus move: a rebuild mounts a dozen widgets).
 
 On a narrow terminal the other keys are cut from the right; `?` lists all of them.
 """
@@ -23,6 +24,14 @@ class CockpitFooter(Footer):
 
     def __init__(self) -> None:
         super().__init__(compact=True, show_command_palette=False)
+        self._shown: tuple | None = None
+
+    def bindings_changed(self, screen) -> None:
+        shown = tuple((binding.key, binding.description, enabled)
+                      for _, binding, enabled, _ in screen.active_bindings.values() if binding.show)
+        if shown != self._shown:
+            self._shown = shown
+            super().bindings_changed(screen)
 
     def compose(self) -> ComposeResult:
         for widget in super().compose():

@@ -190,11 +190,13 @@ class SampleInspector(Widget):
     """Steps on the left (`[` and `]` move), the step's answers below them, the chosen view on the right."""
 
     HELP_AREA = "samples tab"
+    # Not in the footer: the title line says them, and a footer that changes with the tab costs every tab switch.
     BINDINGS = [
-        Binding("left_square_bracket", "move(-1)", "Previous step", key_display="[", id="samples.previous"),
-        Binding("right_square_bracket", "move(1)", "Next step", key_display="]", id="samples.next"),
+        Binding("left_square_bracket", "move(-1)", "Previous step", key_display="[", id="samples.previous",
+                show=False),
+        Binding("right_square_bracket", "move(1)", "Next step", key_display="]", id="samples.next", show=False),
         Binding("end", "latest", "Latest step", id="samples.latest", show=False),
-        Binding("v", "cycle_view", "Answer/group/across steps", id="samples.view"),
+        Binding("v", "cycle_view", "Answer/group/across steps", id="samples.view", show=False),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -258,7 +260,8 @@ class SampleInspector(Widget):
             title.update("no samples yet")
             return
         position = self.steps.index(self.step) + 1 if self.step in self.steps else "?"
-        title.update(f"step {self.step} ({position} of {len(self.steps)}) · [ ] move" + ("" if self.follow else " · end: latest"))
+        title.update(f"step {self.step} ({position} of {len(self.steps)}) · [ ] step · v {VIEWS[(VIEWS.index(self.view) + 1) % 3]}"
+                     + ("" if self.follow else " · end: latest"))
         if not changed:
             return
         table = self.query_one("#samples-table", DataTable)
@@ -323,4 +326,5 @@ class SampleInspector(Widget):
     def action_cycle_view(self) -> None:
         self.view = VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)]
         self.notify(f"samples: {self.view}", timeout=2)
+        self._load(self.step)  # the title names the next view
         self.show()
