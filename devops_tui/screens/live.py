@@ -321,8 +321,8 @@ class LiveScreen(Screen):
     async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         tab = event.pane.id
         await self._fill_tab(tab)
-        if tab == "tab-samples":
-            self.query_one(SampleInspector).query_one("#samples-table").focus()
+        if tab == "tab-samples":  # after the tab is on screen: the focus moves in the next frame
+            self.call_after_refresh(self.query_one(SampleInspector).query_one("#samples-table").focus)
         if tab in self._shown_tabs:
             # The tab appears at once with what it drew last time; its new data follows in the next frame.
             self.call_after_refresh(self.redraw)
