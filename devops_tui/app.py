@@ -1,4 +1,4 @@
-"""The cockpit application: five modes (Runs, Dataset, Config, Live, Results), global keys and quitting.
+"""The cockpit application: six modes (Runs, Dataset, Config, Live, Results, Compare), global keys and quitting.
 
 Screens live in `devops_tui/screens/`; this file only wires them together and owns the runs it started.
 """
@@ -16,6 +16,7 @@ from textual.binding import Binding
 from core.errors import UserError
 from devops_tui.launcher import LaunchedRun
 from devops_tui.messages import OpenRun
+from devops_tui.screens.compare import CompareScreen
 from devops_tui.screens.config import ConfigScreen
 from devops_tui.screens.confirm import ConfirmScreen
 from devops_tui.screens.dataset import DatasetScreen
@@ -57,15 +58,17 @@ class CockpitApp(App[None]):
         "config": ConfigScreen,
         "live": LiveScreen,
         "results": ResultsScreen,
+        "compare": CompareScreen,
     }
     DEFAULT_MODE = "runs"
-    SCREENS_GROUP = Binding.Group("Runs Data Config Live Results", compact=True)
+    SCREENS_GROUP = Binding.Group("screens", compact=True)
     BINDINGS = [
         Binding("1", "switch_mode('runs')", "Runs", id="app.runs", group=SCREENS_GROUP),
         Binding("2", "switch_mode('dataset')", "Dataset", id="app.dataset", group=SCREENS_GROUP),
         Binding("3", "switch_mode('config')", "Config", id="app.config", group=SCREENS_GROUP),
         Binding("4", "switch_mode('live')", "Live", id="app.live", group=SCREENS_GROUP),
         Binding("5", "switch_mode('results')", "Results", id="app.results", group=SCREENS_GROUP),
+        Binding("6", "switch_mode('compare')", "Compare", id="app.compare", group=SCREENS_GROUP),
         Binding("question_mark,f1", "help", "Help", key_display="?", id="app.help"),
         Binding("q,ctrl+q", "quit", "Quit", id="app.quit", priority=False),
         Binding("f12", "save_svg", "Screenshot (SVG)", id="app.screenshot", show=False),
@@ -81,6 +84,7 @@ class CockpitApp(App[None]):
         self.clock = clock
         self.run_target: Path | None = Path(attach) if attach is not None else None
         self.launched: dict[Path, LaunchedRun] = {}
+        self.compare_targets: list[Path] = []
         self._keymap = keymap or {}
         self.task_paths = task_paths  # None: the built-in task set
 
@@ -104,6 +108,17 @@ class CockpitApp(App[None]):
 
     def on_open_run(self, message: OpenRun) -> None:
         self.open_run(message.path)
+
+    def compare_runs(self, paths: list[Path]) -> None:
+        """Show these runs side by side on the Compare screen."""
+        self.compare_targets = [Path(p) for p in paths]
+        try:
+            stack = self.get_screen_stack("compare")
+        except KeyError:
+            stack = []
+        if stack:
+            stack[0].show_runs(self.compare_targets)  # an existing Compare screen switches runs
+        self.switch_mode("compare")
 
     def register_launch(self, run: LaunchedRun) -> None:
         self.launched[run.path] = run

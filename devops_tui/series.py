@@ -1,6 +1,6 @@
-"""One metric's history in bounded memory, and the smoothing the charts draw over it.
+"""One metric's history in bounded memory, its exact figures (`KeyStats`), and the smoothing the charts draw.
 
-No Textual here: the run state fills `Series`, the chart widget reads them.
+No Textual here: the run state fills `Series` and `KeyStats`, the chart widget and the metrics table read them.
 """
 
 from __future__ import annotations
@@ -56,3 +56,59 @@ def smooth(values: list[float], weight: float = 0.8) -> list[float]:
         last = last * weight + (1 - weight) * value
         out.append(last / (1 - weight**count))
     return out
+
+
+class KeyStats:
+    """Exact figures of one metric over every row seen (the series may be thinned; these never are)."""
+
+    __slots__ = ("count", "non_finite", "min", "max", "total", "last_step", "last_value", "first_bad_step")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.non_finite = 0
+        self.min = math.inf
+        self.max = -math.inf
+        self.total = 0.0
+        self.last_step: int | None = None
+        self.last_value: float | None = None
+        self.first_bad_step: int | None = None
+
+    def add(self, step: int, value: float) -> None:
+        self.count += 1
+        if self.last_step is None or step >= self.last_step:
+            self.last_step, self.last_value = step, value
+        if not math.isfinite(value):
+            self.non_finite += 1
+            if self.first_bad_step is None or step < self.first_bad_step:
+                self.first_bad_step = step
+            return
+        self.min = min(self.min, value)
+        self.max = max(self.max, value)
+        self.total += value
+
+    def merged(self, other: KeyStats) -> KeyStats:
+        """These figures and `other`'s together (`other` holds the later rows)."""
+        out = KeyStats()
+        out.count = self.count + other.count
+        out.non_finite = self.non_finite + other.non_finite
+        out.min, out.max = min(self.min, other.min), max(self.max, other.max)
+        out.total = self.total + other.total
+        latest = other if other.last_step is not None else self
+        out.last_step, out.last_value = latest.last_step, latest.last_value
+        bad = [s for s in (self.first_bad_step, other.first_bad_step) if s is not None]
+        out.first_bad_step = min(bad) if bad else None
+        return out
+
+    @property
+    def mean(self) -> float | None:
+        finite = self.count - self.non_finite
+        return self.total / finite if finite else None
+
+
+def number_or_nan(value) -> float | None:
+    """A metric value as a float: numbers as they are, null (how NaN/inf is stored) as NaN, anything else None."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)

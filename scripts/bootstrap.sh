@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
-EXTRAS=${EXTRAS:-verl,test}
+EXTRAS=${EXTRAS:-verl,test,export}
 PY=${PYTHON:-python3}
 
 if [ ! -x "$VENV/bin/python" ]; then

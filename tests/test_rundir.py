@@ -211,7 +211,7 @@ def test_list_runs_and_open(tmp_path, monkeypatch):
     assert [r.run_id for r in runs] == ["20260101-000000-ci-fast-aaaa", "20260102-000000-train-bbbb"]
     done, dead = runs
     assert (done.status, done.steps, done.best_reward, done.last_reward) == ("finished", 3, 0.6, 0.4)
-    assert dead.status == "running" and dead.alive is False and dead.shown_status == "running?"
+    assert dead.status == "running" and dead.alive is False and dead.shown_status == "crashed"
     assert RunDirectory.open("20260101").path == first.path
     assert RunDirectory.open(first.path).run_id == first.run_id
     with pytest.raises(UserError, match="ambiguous"):
@@ -292,7 +292,7 @@ def test_a_dead_pid_counts_only_on_its_own_host(tmp_path):
     this_host = _hand_made_run(tmp_path, "here", {"status": "running", "pid": dead.pid, "host": socket.gethostname()})
     elsewhere = _hand_made_run(tmp_path, "there", {"status": "running", "pid": dead.pid, "host": "gpu-box-elsewhere"})
     no_host = _hand_made_run(tmp_path, "nohost", {"status": "running", "pid": dead.pid})
-    assert summarize(this_host).shown_status == "running?"
+    assert summarize(this_host).shown_status == "crashed"
     # the same pid means some other process (or none) on another machine: the run stays "running"
     for folder in (elsewhere, no_host):
         summary = summarize(folder)

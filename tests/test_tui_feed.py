@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 
 import pytest
 
@@ -104,10 +105,11 @@ def test_feed_follows_new_rows_samples_events_and_log(tmp_path):
         handle.write("step 2 done\n")
     assert feed.poll()
     update = feed.drain()
-    assert update.log_lines == ["step 2 done"]
+    assert update.log_lines == ["step 2 done"] and update.samples_changed
     state.apply(update)
     assert state.step == 2 and state.latest["reward/final/mean"] == 0.3
-    assert state.samples[-1]["step"] == 2 and state.events[-1]["event"] == "checkpoint"
+    assert feed.samples.steps() == [2] and feed.samples.load(2) == [{"task_id": "t", "reward": 0.3}]
+    assert state.events[-1]["event"] == "checkpoint"
     assert not feed.poll()  # nothing new, nothing announced
 
 
@@ -143,12 +145,15 @@ def _state_with(values, key="reward/final/mean", **extra):
 
 def test_alerts_for_nan_flat_and_collapsing_reward():
     assert not _state_with([0.1 * (i % 5) for i in range(30)]).alerts()
-    nan = _state_with([0.5, float("nan")]).alerts()
-    assert nan[0].level == "error" and "NaN" in nan[0].text
+    nan = _state_with([0.5, float("nan"), 0.5]).alerts()  # the next finite step does not clear it
+    assert nan[0].level == "error" and "NaN" in nan[0].message and nan[0].step == 2
+    null = _state_with([0.5, None, 0.4])  # how metrics.jsonl stores a NaN: it alerts, and is not "the last value"
+    assert null.alerts()[0].kind == "nan" and null.series["reward/final/mean"].values[1] != 0.5
     flat = _state_with([0.42] * 25).alerts()
-    assert any("flat" in a.text for a in flat)
+    assert any(a.kind == "reward_flat" and a.series == "reward/final/mean" for a in flat)
     collapse = _state_with([0.6 + 0.01 * (i % 3) for i in range(20)] + [0.1 + 0.01 * (i % 3) for i in range(20)])
-    assert any("collapsed" in a.text for a in collapse.alerts())
+    (alert,) = [a for a in collapse.alerts() if a.kind == "reward_collapse"]
+    assert alert.step == 40 and "from 0.61" in alert.message
 
 
 def test_alerts_for_a_stalled_and_a_vanished_run():
@@ -156,11 +161,23 @@ def test_alerts_for_a_stalled_and_a_vanished_run():
     state.meta = {"status": "running", "pid": os.getpid(), "host": os.uname().nodename}
     assert not state.alerts()
     state.clock = lambda: 1000.0 + 500
-    assert any("no new step" in a.text for a in state.alerts())
+    assert any(a.kind == "stalled" for a in state.alerts())
     state.meta = {"status": "running", "pid": 2**22 + 12345, "host": os.uname().nodename}
-    assert any("is gone" in a.text for a in state.alerts()) and state.status() == "running?"
+    assert state.alerts()[0].kind == "crashed" and state.status() == "crashed"
+    assert state.status_text() == "crashed at step 3"
     state.meta["host"] = "another-box"  # there the pid means nothing: no alert, no guessed status
-    assert not any("is gone" in a.text for a in state.alerts()) and state.status() == "running"
+    assert not any(a.kind == "crashed" for a in state.alerts()) and state.status() == "running"
+
+
+def test_errors_stay_pinned_until_acknowledged_and_go_to_the_history():
+    state = _state_with([0.5, float("nan"), 0.5])
+    state.meta = {"status": "failed", "message": "NaN in actor/pg_loss at step 2"}
+    shown = state.shown_alerts()
+    assert [a.kind for a in shown] == ["nan", "failed"]  # errors first, the earliest step first
+    state.meta = {"status": "running", "pid": os.getpid(), "host": os.uname().nodename}  # resumed: failed cleared
+    assert [a.kind for a in state.shown_alerts()] == ["nan", "failed"]  # ... but still shown until acknowledged
+    assert state.acknowledge(state.shown_alerts()) == 2 and state.shown_alerts() == []
+    assert {r.alert.kind for r in state.history} == {"nan", "failed"}
 
 
 def test_eta_from_step_timing_and_total_steps():
@@ -184,15 +201,16 @@ def test_smoothing_and_axis_labels():
     assert len(axis_label(0.000123)) <= 6 and len(axis_label(-123456.0)) <= 6
 
 
-def test_memory_chart_prefers_gpu_figures_and_falls_back_to_host():
+def test_memory_charts_split_device_and_host_figures():
     from devops_tui.screens.live import memory_keys, memory_label
 
     gpu = ["actor/perf/max_memory_allocated_gb", "gpu/0/memory_used_gb", "gpu/0/memory_total_gb",
            "perf/cpu_memory_used_gb", "host/memory_used_gb"]
-    assert memory_keys(gpu) == gpu[:3]
     assert [memory_label(k) for k in memory_keys(gpu)] == ["allocated", "gpu0 used", "gpu0 total"]
+    assert [memory_label(k) for k in memory_keys(gpu, device=False)] == ["host used"]
     host = ["perf/cpu_memory_used_gb", "host/memory_used_gb", "host/memory_total_gb", "actor/pg_loss"]
-    assert [memory_label(k) for k in memory_keys(host)] == ["process", "host used", "host total"]
+    assert [memory_label(k) for k in memory_keys(host)] == ["process"]  # no GPU: the process beside its peaks
+    assert [memory_label(k) for k in memory_keys(host, device=False)] == ["host used", "host total"]
 
 
 def test_runs_listing_reads_only_what_was_appended(tmp_path):
@@ -221,6 +239,82 @@ def test_a_failed_run_says_why_and_events_read_as_one_line():
 
     state = _state_with([0.1, 0.2])
     state.meta = {"status": "failed", "message": "NaN in actor/pg_loss at step 2"}
-    assert state.alerts()[0].text == "run failed: NaN in actor/pg_loss at step 2"
+    assert state.alerts()[0].message == "run failed: NaN in actor/pg_loss at step 2"
+    assert state.status_text() == "failed: NaN in actor/pg_loss at step 2"
     assert describe_event({"time": "t", "event": "checkpoint", "step": 4, "path": "checkpoints/global_step_4"}) == \
         "checkpoint: step 4, path checkpoints/global_step_4"
+
+
+def test_a_stopped_run_says_how_far_it_got_of_its_plan(tmp_path):
+    state = _state_with([0.1] * 12, **{"training/total_steps": 21})
+    state.meta = {"status": "stopped", "total_steps": 12}  # a final status stamps the last step in meta.json
+    assert state.status_text() == "stopped at 12 of 21" and state.total_steps() == 21
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("trainer:\n  total_training_steps: 30\n")
+    older = _state_with([0.1] * 5)  # a trainer that did not log the plan: the config says it
+    older.meta, older.folder = {"status": "stopped"}, run
+    assert older.status_text() == "stopped at 5 of 30"
+
+
+def test_exact_figures_of_a_thinned_history_include_rows_the_charts_skipped(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    with open(run / "metrics.jsonl", "w") as handle:
+        for step in range(1, 10_001):
+            value = None if step == 4_999 else (9.0 if step == 5_001 else step / 10_000)
+            handle.write(_row(step, **{"actor/pg_loss": value}))
+    feed, state = RunFeed(run, history_capacity=256), RunState()
+    feed.poll()
+    state.apply(feed.drain())
+    assert state.stride > 1 and not state.exact()
+    for _ in range(5):  # the exact figures arrive a slice per poll, once the thinned history was drawn
+        feed.poll()
+        state.apply(feed.drain())
+    figures = state.figures()["actor/pg_loss"]
+    assert state.exact() and (figures.count, figures.non_finite, figures.max) == (10_000, 1, 9.0)
+    assert any(a.kind == "nan" and a.step == 4_999 for a in state.alerts())
+
+
+def test_sample_index_reads_any_step_and_one_prompt_across_steps(tmp_path):
+    from devops_tui.samples import SampleIndex
+
+    path = tmp_path / "samples.jsonl"
+    with open(path, "w") as handle:
+        for step in range(1, 6):
+            samples = [{"task_id": task, "group": f"{step}-{task}", "response": f"{task} at {step}", "reward": step / 10}
+                       for task in ("k8s-001", "sec-001" if step % 2 else "net-001")]
+            handle.write(json.dumps({"step": step, "samples": samples}) + "\n")
+    index = SampleIndex(path)
+    assert index.refresh() and index.steps() == [1, 2, 3, 4, 5]
+    assert [s["response"] for s in index.load(3)] == ["k8s-001 at 3", "sec-001 at 3"]
+    assert [step for step, _ in index.load_prompt("sec-001")] == [1, 3, 5]
+    path.write_text(json.dumps({"step": 1, "samples": [{"task_id": "x"}]}) + "\n")  # --resume rewrote it
+    index.refresh()
+    assert index.steps() == [1] and index.load(1) == [{"task_id": "x"}]
+
+
+def test_verl_rollout_dumps_give_per_dimension_curves(tmp_path):
+    """A verl run not started by devops-rl: its file-logger JSONL and rollout_data_dir dumps beside it."""
+    from tasks import load_tasks
+
+    task = next(t for t in load_tasks() if t.reference_answer)
+    (tmp_path / "metrics.jsonl").write_text(_row(1, **{"critic/score/mean": 0.5}) + _row(2, **{"critic/score/mean": 0.6}))
+    dumps = tmp_path / "rollouts"
+    dumps.mkdir()
+    for step in (1, 2):
+        rows = [{"input": f"system\n{task.desc}", "output": task.reference_answer if i else "no idea", "score": i,
+                 "gts": None, "step": step} for i in (0, 1)]
+        (dumps / f"{step}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        os.utime(dumps / f"{step}.jsonl", (0, 0))  # settled: verl's writer is done with it
+    feed, state = RunFeed(tmp_path / "metrics.jsonl"), RunState()
+    deadline = time.monotonic() + 120
+    while "reward/security/mean" not in state.series or len(state.series["reward/security/mean"]) < 2:
+        assert time.monotonic() < deadline, "no per-dimension curve from the dumps"
+        feed.poll()
+        state.apply(feed.drain())
+        time.sleep(0.2)
+    feed.close()
+    assert state.series["reward/security/mean"].steps == [1, 2]
+    assert state.series["rollout/score/mean"].values == [0.5, 0.5]
+    assert [s["response"] for s in feed.samples.load(2)] == ["no idea", task.reference_answer]

@@ -55,6 +55,7 @@ def _register_commands() -> None:
     from core.cli import (
         config_cmd,
         eval_cmd,
+        export_cmd,
         reward_cmd,
         runs_cmd,
         tail_cmd,
@@ -63,7 +64,7 @@ def _register_commands() -> None:
         tui_cmd,
     )
 
-    for module in (train_cmd, tail_cmd, eval_cmd, tasks_cmd, reward_cmd, config_cmd, runs_cmd, tui_cmd):
+    for module in (train_cmd, tail_cmd, eval_cmd, tasks_cmd, reward_cmd, config_cmd, runs_cmd, export_cmd, tui_cmd):
         module.register(app)
 
 

@@ -42,7 +42,8 @@ def list_cmd(
     folder = Path(root) if root else runs_root()
     runs = list_runs(folder)
     if as_json:
-        print(json.dumps([{"run_id": r.run_id, "path": str(r.path), "status": r.shown_status, "mode": r.mode,
+        print(json.dumps([{"run_id": r.run_id, "path": str(r.path), "status": r.shown_status,
+                           "status_text": r.status_text, "mode": r.mode,
                            "backend": r.backend, "steps": r.steps, "best_reward": r.best_reward,
                            "last_reward": r.last_reward, "started_at": r.started_at, "ended_at": r.ended_at,
                            "message": r.message} for r in runs], indent=2))
@@ -51,7 +52,7 @@ def list_cmd(
         print(f"no runs under {folder} (start one with 'devops-rl train --mode ci-fast')")
         return
     header = ("run", "status", "mode", "backend", "steps", "best", "last", "age")
-    rows = [(r.run_id, r.shown_status, r.mode, r.backend, format_number(r.steps), format_number(r.best_reward),
+    rows = [(r.run_id, r.status_text[:60], r.mode, r.backend, format_number(r.steps), format_number(r.best_reward),
              format_number(r.last_reward), age(r.started)) for r in runs]
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
@@ -71,7 +72,8 @@ def show(
     meta = summary.meta
     print(f"run:      {target.run_id}")
     print(f"folder:   {target.path}")
-    print(f"status:   {summary.shown_status}" + (f" ({meta['message']})" if meta.get("message") else ""))
+    print(f"status:   {summary.status_text}" + (f" ({meta['message']})" if meta.get("message")
+                                                    and summary.shown_status != "failed" else ""))
     print(f"mode:     {meta.get('mode', '?')}   backend: {meta.get('backend', '?')}   host: {meta.get('host', '?')}   pid: {meta.get('pid', '?')}")
     print(f"started:  {meta.get('started_at') or '?'} ({age(summary.started)} ago)   ended: {meta.get('ended_at') or '-'}")
     versions = meta.get("versions") or {}

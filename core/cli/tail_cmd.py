@@ -33,21 +33,40 @@ def register(app: typer.Typer) -> None:
 
 
 class MetricsView:
-    """The metric rows seen so far, keyed by step (a rewritten file replaces rows, never duplicates them)."""
+    """The metric rows seen so far, keyed by step (a rewritten file replaces rows, never duplicates them), and the
+    health alerts they raise (`core.runs.health`, the same checks the trainer and the cockpit run)."""
 
     def __init__(self, keep: int) -> None:
+        from core.runs import HealthMonitor
+
         self.keep = keep
         self.rows: dict[int, dict] = {}
         self.keys: list[str] = []
+        self.health = HealthMonitor()
+        self.announced: set[tuple[str, str]] = set()  # alerts already printed (the trainer's events included)
+        self.planned: float | None = None
 
     def reset(self) -> None:
         self.rows.clear()
+        self.health.reset()
+
+    def new_alerts(self) -> list[str]:
+        """`alert | ...` lines for alerts that began since the last call and nobody printed yet."""
+        lines = []
+        for alert in self.health.poll_new():
+            if alert.key not in self.announced:
+                self.announced.add(alert.key)
+                lines.append(f"alert | {alert.level} {alert.series} step {alert.step}: {alert.message}")
+        return lines
 
     def add(self, record: dict) -> int | None:
         step, data = record.get("step"), record.get("data")
         if not isinstance(step, int) or not isinstance(data, dict):
             return None
         self.rows.setdefault(step, {}).update(data)
+        self.health.add(step, data)
+        if isinstance(data.get("training/total_steps"), (int, float)):
+            self.planned = data["training/total_steps"]
         for key, _ in COLUMNS:
             if key in data and key not in self.keys:
                 self.keys.append(key)
@@ -108,7 +127,7 @@ def tail(
     interval: float = typer.Option(0.25, "--interval", min=0.05, help="Seconds between checks for new lines."),
 ) -> int:
     """Show a run's key metrics (and log lines); with --follow, live until the run ends."""
-    from core.runs import GONE, FileTail, run_status
+    from core.runs import GONE, FileTail, run_status, status_text
 
     metrics_path, run_dir = _metrics_path(run)
     view = MetricsView(keep=lines)
@@ -128,15 +147,18 @@ def tail(
         return 0
 
     def finished() -> str | None:
-        """Why following should stop, or None while the run is going."""
+        """Why following should stop (the status line every face shows), or None while the run is going."""
         if run_dir is None:
             return None
         meta = run_dir.meta()
         status = run_status(meta)
+        last = max(view.rows) if view.rows else None
         if status == GONE:
-            return f"run process {meta.get('pid')} is gone (killed?) while its status says running"
+            return f"run {status_text(status, meta, last)}: process {meta.get('pid')} is gone (killed?) while its " \
+                   "status says running"
         if meta.get("status") and status != "running":
-            return f"run {status}" + (f": {meta['message']}" if meta.get("message") else "")
+            line = f"run {status_text(status, meta, last, int(view.planned) if view.planned else None)}"
+            return line + (f": {meta['message']}" if meta.get("message") and status != "failed" else "")
         return None
 
     title = f"{run_dir.run_id if run_dir is not None else metrics_path.name}: following {metrics_path} (Ctrl-C to stop)"
@@ -159,7 +181,11 @@ def _drain(view: MetricsView, metrics, log_tail, events) -> tuple[list[int], lis
     steps = [s for s in (view.add(r) for r in records) if s is not None]
     logs = [f"log | {raw.decode('utf-8', 'replace')}" for raw in log_tail.poll()] if log_tail is not None else []
     if events is not None:
-        logs += [_event_line(r) for r in events.poll_records()]
+        for record in events.poll_records():
+            if record.get("event") == "alert":
+                view.announced.add((str(record.get("check")), str(record.get("series"))))
+            logs.append(_event_line(record))
+    logs += view.new_alerts()
     return steps, logs
 
 

@@ -84,6 +84,17 @@ class FileTail:
         lines.pop()  # the partial line, kept in _pending (splitting all of data spares a copy of data[:cut])
         return [line.rstrip(b"\r") for line in lines if line.strip()]
 
+    def poll_spans(self) -> list[tuple[int, bytes]]:
+        """`poll()` with where each line starts in the file, so a reader can index a file and read a line back
+        later (`os.pread`) instead of keeping it; blank lines are left out."""
+        data, cut = self._take()
+        spans, offset = [], self.position - len(data)  # data always ends where reading stopped
+        for line in data[:cut].split(b"\n")[:-1]:
+            if line.strip():
+                spans.append((offset, line.rstrip(b"\r")))
+            offset += len(line) + 1
+        return spans
+
     def poll_records(self) -> list[dict]:
         """`poll()`, each line parsed as a JSON object (lines that are not one are skipped)."""
         data, cut = self._take()

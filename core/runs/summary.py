@@ -1,22 +1,25 @@
-"""What a run is and how far it got, for `runs list`, `runs show`, `tail` and the cockpit's Runs screen.
+"""What a run is and how far it got, for `runs list`, `runs show`, `tail` and the cockpit's Runs and Live screens.
 
-One status word for every face: a `running` run whose process is gone from this host shows as `running?`.
+One status for every face: `run_status` gives the word (a `running` run whose process is gone from this host is
+`crashed`), `status_text` the line: finished / stopped at N of M / failed: cause / crashed at step N / running.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core.runs.folder import META_FILE, METRICS_FILE, read_meta
+from core.runs.folder import CONFIG_FILE, META_FILE, METRICS_FILE, read_meta
 from core.runs.process import on_this_host, pid_alive
 from core.runs.reading import FileTail, metric_rows
 
 REWARD_KEYS = ("critic/score/mean", "reward/final/mean")  # training reward; validation is val/score/mean
-GONE = "running?"  # the status of a `running` run whose process no longer exists
+GONE = "crashed"  # the status of a `running` run whose process no longer exists
+PLANNED_KEY = "training/total_steps"  # the planned step count, logged by the trainer with every step
 
 
 def reward_of(data: dict) -> float | None:
@@ -41,9 +44,56 @@ def shown_status(status: str, alive: bool | None) -> str:
 
 
 def run_status(meta: dict) -> str:
-    """The status to show for this meta.json: its `status`, or `running?` when the process is gone."""
+    """The status word for this meta.json: its `status`, or `crashed` when a running run's process is gone."""
     status = str(meta.get("status") or "unknown")
     return shown_status(status, run_alive(meta))
+
+
+def status_text(status: str, meta: dict, steps: int | None = None, planned: int | None = None) -> str:
+    """The status as one line: `finished`, `stopped at N of M`, `failed: cause`, `crashed at step N`, `running`.
+
+    `status` is `run_status(meta)` (or a RunSummary's), `steps` the last step logged, `planned` the planned total.
+    """
+    if status == "stopped":
+        if steps is None:
+            return "stopped before step 1"
+        return f"stopped at {steps} of {planned}" if planned else f"stopped at step {steps}"
+    if status == "failed":
+        cause = str(meta.get("message") or "").strip().splitlines()
+        return f"failed: {cause[0]}" if cause else "failed (see train.log)"
+    if status == GONE:
+        return f"crashed at step {steps}" if steps is not None else "crashed before step 1"
+    return status
+
+
+def planned_steps(meta: dict, logged: int | None, folder: Path | None = None) -> int | None:
+    """The planned total: logged by the trainer, else meta.json's while running (a final status stamps the
+    last step there), else the config's trainer.total_training_steps."""
+    if logged:
+        return logged
+    total = meta.get("total_steps")
+    if meta.get("status") == "running" and isinstance(total, int) and not isinstance(total, bool) and total > 0:
+        return total
+    if folder is None:
+        return None
+    try:
+        mtime = (Path(folder) / CONFIG_FILE).stat().st_mtime_ns
+    except OSError:
+        return None
+    return _configured_steps(str(folder), mtime)
+
+
+@functools.lru_cache(maxsize=256)
+def _configured_steps(folder: str, mtime: int) -> int | None:
+    """trainer.total_training_steps of a run's config.yaml (cached per file version: listings repeat every few s)."""
+    import yaml
+
+    try:
+        config = yaml.safe_load((Path(folder) / CONFIG_FILE).read_text(encoding="utf-8")) or {}
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    value = (config.get("trainer") or {}).get("total_training_steps") if isinstance(config, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def timestamp(value: Any) -> float | None:
@@ -70,13 +120,14 @@ class MetricsDigest:
         self.steps: int | None = None
         self.last_reward: float | None = None
         self.best_reward: float | None = None
+        self.planned: int | None = None  # `training/total_steps` of the last row that has it
 
     def update(self) -> None:
         while True:
             restarts = self.tail.restarts
             records = self.tail.poll_records()
             if self.tail.restarts != restarts:  # replaced or rewritten (--resume): the records are the new file's
-                self.steps = self.last_reward = self.best_reward = None
+                self.steps = self.last_reward = self.best_reward = self.planned = None
             if not records:
                 return
             for step, data in metric_rows(records):
@@ -85,6 +136,9 @@ class MetricsDigest:
                 if reward is not None:
                     self.last_reward = reward
                     self.best_reward = reward if self.best_reward is None else max(self.best_reward, reward)
+                planned = data.get(PLANNED_KEY)
+                if isinstance(planned, (int, float)) and not isinstance(planned, bool) and planned > 0:
+                    self.planned = int(planned)
 
 
 @dataclass
@@ -105,10 +159,17 @@ class RunSummary:
     message: str | None
     alive: bool | None  # see run_alive
     meta: dict
+    planned_steps: int | None = None  # see planned_steps
 
     @property
     def shown_status(self) -> str:
+        """The status word (`crashed` for a running run whose process is gone)."""
         return shown_status(self.status, self.alive)
+
+    @property
+    def status_text(self) -> str:
+        """The status line: finished / stopped at N of M / failed: cause / crashed at step N / running."""
+        return status_text(self.shown_status, self.meta, self.steps, self.planned_steps)
 
     @property
     def started(self) -> float | None:
@@ -137,6 +198,7 @@ def summarize(path: Path, *, meta: dict | None = None, digest: MetricsDigest | N
         message=meta.get("message"),
         alive=run_alive(meta),
         meta=meta,
+        planned_steps=planned_steps(meta, digest.planned, path if meta.get("status") in ("stopped", "failed") else None),
     )
 
 

@@ -1,7 +1,8 @@
 """The metrics of one training step, named as verl names them: scores, rewards, advantages, lengths and memory.
 
 `compute_data_metrics` reads a scored batch (`critic/*`, `response_length/*`, `prompt_length/*`, `reward/*`);
-`compute_memory_metrics` the device's peak memory and the host figures of `sysmon`.
+`zero_std_groups` counts the groups that teach nothing; `compute_memory_metrics` the device's peak memory and the
+host figures of `sysmon`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,22 @@ def compute_data_metrics(batch: Batch, token_rewards, advantages, max_response_l
     }
     out.update(reward_means(batch.breakdowns, DIMENSIONS, PENALTIES))
     return out
+
+
+def zero_std_groups(scores, n: int) -> tuple[int, int]:
+    """(groups, groups whose n rewards are all equal) of a batch laid out group by group; such a group has zero
+    advantage everywhere and teaches nothing (`critic/score/zero_std_ratio` = the second over the first)."""
+    if n < 2 or scores is None or scores.numel() < n:
+        return 0, 0
+    grouped = scores[: scores.numel() // n * n].view(-1, n)
+    flat = (grouped.max(dim=1).values - grouped.min(dim=1).values) == 0
+    return int(grouped.shape[0]), int(flat.sum())
+
+
+def sequence_advantages(advantages, mask) -> list[float]:
+    """Each answer's advantage (the masked mean over its tokens: GRPO gives every token the same one)."""
+    counts = mask.sum(-1).clamp(min=1)
+    return ((advantages * mask).sum(-1) / counts).tolist()
 
 
 def _peak_rss_gb() -> float:

@@ -14,8 +14,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from core.errors import UserError
+from core.runs import PLANNED_KEY
+from core.runs.health import ZERO_STD as ZERO_STD_KEY
 from core.training.actor import TrainingFailed
 from core.training.batch import Batch, PromptStream, concat_batches
+from core.training.metric_utils import sequence_advantages, zero_std_groups
 from core.training.signals import StopRequest
 
 log = logging.getLogger(__name__)
@@ -158,6 +161,7 @@ class NativeTrainer:
         fg = self.cfg.algorithm.filter_groups
         kept: list[Batch] = []
         n_groups = rounds = dropped = 0
+        groups_seen = groups_flat = 0  # every generated group, and those whose n rewards are all equal
         gen_s = reward_s = 0.0
         while True:
             rounds += 1
@@ -169,6 +173,8 @@ class NativeTrainer:
             t0 = time.monotonic()
             self.score(batch)
             reward_s += time.monotonic() - t0
+            seen, flat = zero_std_groups(batch.scores, n)
+            groups_seen, groups_flat = groups_seen + seen, groups_flat + flat
             if not fg.enable:
                 kept, n_groups = [batch], bs
                 break
@@ -188,8 +194,11 @@ class NativeTrainer:
                     log.warning("dynamic sampling: only %d of %d groups had varied rewards after %d rounds", n_groups, bs, rounds)
                 break
         merged = concat_batches(kept, self.tokenizer.pad_token_id)
-        return merged, {"timing_s/gen": gen_s, "timing_s/reward": reward_s, "batch/num_gen_batches": rounds,
-                        "batch/dropped_groups": dropped}
+        metrics = {"timing_s/gen": gen_s, "timing_s/reward": reward_s, "batch/num_gen_batches": rounds,
+                   "batch/dropped_groups": dropped}
+        if groups_seen:
+            metrics[ZERO_STD_KEY] = groups_flat / groups_seen
+        return merged, metrics
 
     def step(self) -> dict[str, float]:
         import torch
@@ -226,6 +235,7 @@ class NativeTrainer:
         advantages, _ = compute_grpo_outcome_advantage(
             token_rewards, mask, batch.uids, norm_adv_by_std_in_grpo=algo.norm_adv_by_std_in_grpo
         )
+        self._last_advantages = sequence_advantages(advantages, mask)
         if self.stop:
             raise _Stopped
         t0 = time.monotonic()
@@ -241,6 +251,7 @@ class NativeTrainer:
         metrics.update(compute_memory_metrics(self.device))
         metrics["training/global_step"] = float(self.global_step)
         metrics["training/epoch"] = float(epoch)
+        metrics[PLANNED_KEY] = float(self.total_steps)
         self._last_batch = batch
         return metrics
 
@@ -274,18 +285,57 @@ class NativeTrainer:
         return out
 
     def _samples(self, batch: Batch) -> list[dict]:
-        count = max(0, self.cfg.devops.samples_per_step)
-        picked = list(range(0, len(batch.uids), max(1, self.rollout.n)))[:count]
+        """The step's answers for `devops.samples_per_step` prompts, each prompt's whole group (its n answers with
+        their advantages), with the prompt, the full answer and the reward breakdown (evidence and rubric)."""
+        n = max(1, self.rollout.n)
+        groups = list(range(0, len(batch.uids), n))[: max(0, self.cfg.devops.samples_per_step)]
+        advantages = getattr(self, "_last_advantages", None) or [None] * len(batch.uids)
         return [
             {
                 "task_id": batch.records[i]["task_id"],
+                "group": batch.uids[i],
                 "prompt": batch.records[i]["prompt"][-1]["content"],
                 "response": batch.texts[i],
                 "reward": float(batch.scores[i]),
+                "advantage": advantages[i],
                 "breakdown": batch.breakdowns[i],
             }
-            for i in picked
+            for start in groups
+            for i in range(start, min(start + n, len(batch.uids)))
         ]
+
+    def _open_outputs(self) -> None:
+        """What each step is written to besides the run folder: the health monitor, whose new alerts become
+        `alert` events, and the `trainer.logger` trackers (tensorboard, wandb) where verl would write them."""
+        from core.runs import HealthMonitor, Thresholds
+        from core.runs.export import open_trackers
+
+        trainer = self.cfg.trainer
+        self.health = HealthMonitor(Thresholds.from_mapping(self.cfg.devops.alerts.model_dump()),
+                                    vocab_size=len(self.tokenizer))
+        self.trackers = open_trackers(trainer.logger, project=trainer.project_name,
+                                      experiment=trainer.experiment_name, config=self.cfg.to_dict())
+
+    def _log_step(self, step: int, metrics: dict[str, float], samples: list[dict] | None = None) -> None:
+        """One step's metrics (and samples) into the run folder and every tracker; new alerts as events."""
+        self.run_dir.log_metrics(step, metrics)
+        if samples is not None:
+            self.run_dir.log_samples(step, samples)
+        for tracker in self.trackers:
+            tracker.log_metrics(step, metrics)
+            if samples:
+                tracker.log_samples(step, samples)
+        self.health.add(step, metrics)
+        for alert in self.health.poll_new():
+            self.run_dir.event("alert", **alert.to_event())
+            log.warning("alert: %s", alert.message)
+
+    def _close_outputs(self, exit_code: int) -> None:
+        for tracker in getattr(self, "trackers", []):
+            try:
+                tracker.close(exit_code)
+            except Exception as exc:  # a tracker must not hide how the run ended
+                log.warning("closing %s: %s", type(tracker).__name__, exc)
 
     def save(self) -> None:
         from core.training.checkpoint import save_checkpoint
@@ -453,8 +503,10 @@ class NativeTrainer:
         with self.stop, quiet_progress_bars():
             try:
                 self._prepare()
+                self._open_outputs()
             except BaseException as exc:
                 self._startup_failed(exc)
+                self._close_outputs(1)
                 scorer = getattr(self, "scorer", None)
                 if scorer is not None:
                     scorer.close()
@@ -465,7 +517,7 @@ class NativeTrainer:
                 first_step = self.global_step
                 started = time.monotonic()  # the ETA is from the steps' own pace (not the model build or warm-start)
                 if trainer.val_before_train and self.global_step == 0 and trainer.test_freq and trainer.test_freq > 0:
-                    self.run_dir.log_metrics(0, self.validate())
+                    self._log_step(0, self.validate())
                 while self.global_step < self.total_steps:
                     if self.stop:
                         raise _Stopped
@@ -482,8 +534,7 @@ class NativeTrainer:
                         self.global_step % trainer.test_freq == 0 or self.global_step == self.total_steps
                     ):
                         metrics.update(self.validate())
-                    self.run_dir.log_metrics(self.global_step, metrics)
-                    self.run_dir.log_samples(self.global_step, self._samples(self._last_batch))
+                    self._log_step(self.global_step, metrics, self._samples(self._last_batch))
                     if trainer.save_freq and trainer.save_freq > 0 and self.global_step % trainer.save_freq == 0:
                         self.save()
                     if self.progress is not None:
@@ -515,6 +566,7 @@ class NativeTrainer:
                 self.run_dir.event("failed", step=self.global_step, message=message)
                 raise
             finally:
+                self._close_outputs(0 if self.run_dir.meta().get("status") in ("finished", "stopped") else 1)
                 scorer = getattr(self, "scorer", None)
                 if scorer is not None:
                     scorer.close()

@@ -1,12 +1,14 @@
 """The Config screen: pick a preset, edit any key of the typed config with inline validation, and launch.
 
 Keys, types, defaults and each key's meaning and tuning advice come from `core.training.config` (the model's
-field descriptions); the screen adds the diff against the preset, the doctor's memory estimate, and saves to YAML.
+field descriptions); the screen adds the diff against the preset, a check that the model can be found, the
+doctor's memory estimate, and saves to YAML. The first config (seconds: verl's key tree) is built in a worker.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,13 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Select, Static
+from textual.widgets import DataTable, Input, Select, Static
+
+from devops_tui.widgets.footer import CockpitFooter
+
+MODEL_KEY = "actor_rollout_ref.model.path"
 
 
 def format_config_value(value: Any) -> str:
@@ -42,6 +49,35 @@ def doctor_text(cfg: Any) -> str:
         return f"doctor: {type(exc).__name__}: {exc}"
 
 
+def model_check(path: str) -> tuple[str | None, str | None]:
+    """(problem, note) about the model path: a folder that does not exist or has no config.json is a problem; a
+    Hugging Face id that is not in the local cache is a note (training downloads it, which needs the network)."""
+    import re
+
+    from core.training.config.model_info import _hf_cached_folder
+    from core.training.tiny_model import BUILTIN_TINY
+
+    if path == BUILTIN_TINY:
+        return None, None
+    folder = Path(path).expanduser()
+    if folder.is_dir():
+        return (None, None) if (folder / "config.json").is_file() else (
+            f"{MODEL_KEY}: {path}: a folder without config.json; point it at a saved model folder", None)
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", path) and not path.startswith("."):
+        if _hf_cached_folder(path) is not None:
+            return None, None
+        return None, f"{path} is not in the local Hugging Face cache: training downloads it (needs the network)"
+    return f"{MODEL_KEY}: {path}: no such model folder; give a folder with config.json, a Hugging Face id or " \
+           "builtin:tiny", None
+
+
+@dataclass
+class ConfigModelReady(Message):
+    """The config engine is loaded: the presets and the current preset's values (built in a worker)."""
+
+    presets: tuple[str, ...]
+
+
 class ConfigScreen(Screen):
     """Shape a training config and launch it."""
 
@@ -64,17 +100,14 @@ class ConfigScreen(Screen):
         self.row_keys: list[str | None] = []  # per table row: its key, or None for a section heading
         self.problems: list[str] = []
         self.error: str | None = None
+        self.note: str | None = None
+        self._value_width = 22
+        self._widths: tuple[int, int, int] = (0, 0, 0)
 
     def compose(self) -> ComposeResult:
-        try:
-            from core.training.config import PRESETS
-        except ImportError as exc:  # the config engine is a separate part; say so instead of crashing
-            yield Static(f"the config model is not available: {exc}", id="config-status")
-            yield Footer()
-            return
         with Horizontal(id="config-top"):
-            yield Select([(p, p) for p in PRESETS], value=self.preset, allow_blank=False, id="config-preset")
-            yield Static("", id="config-status")
+            yield Select([], prompt="preset", allow_blank=True, id="config-preset", disabled=True)
+            yield Static("loading the config model...", id="config-status")
         with Horizontal(id="config-body"):
             yield DataTable(id="config-table", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="config-side"):
@@ -84,16 +117,55 @@ class ConfigScreen(Screen):
                 yield Static("", id="config-help")
                 yield Static("", id="config-diff")
                 yield Static("", id="config-doctor")
-        yield Footer()
+        yield CockpitFooter()
 
     def on_mount(self) -> None:
-        if not self.query("#config-table"):
+        self.query_one("#config-body").loading = True
+        self._load_model()
+
+    @work(thread=True, exclusive=True, group="config-model", exit_on_error=False)
+    def _load_model(self) -> None:
+        try:
+            from core.training.config import PRESETS, load_config
+        except ImportError as exc:  # the config engine is a separate part; say so instead of crashing
+            self.app.call_from_thread(self.query_one("#config-status", Static).update,
+                                      f"the config model is not available: {exc}")
             return
-        table = self.query_one("#config-table", DataTable)
-        table.add_column("key", width=36)
-        table.add_column("value", width=22)
-        table.add_column("preset", width=12)
+        load_config(self.preset)  # the slow first build (verl's key tree), off the event loop
+        self.post_message(ConfigModelReady(tuple(PRESETS)))
+
+    def on_config_model_ready(self, message: ConfigModelReady) -> None:
+        select = self.query_one("#config-preset", Select)
+        select.set_options([(p, p) for p in message.presets])
+        select.value = self.preset
+        select.disabled = False
+        self.query_one("#config-body").loading = False
+        self._size_columns()
         self.rebuild()
+        self.query_one("#config-table", DataTable).focus()
+
+    def on_resize(self, event) -> None:
+        self._size_columns()
+
+    def _size_columns(self) -> None:
+        """Key, value and preset columns sized to the table: the value column takes what the key column leaves."""
+        table = self.query_one("#config-table", DataTable)
+        width = table.size.width or self.size.width * 3 // 5
+        key = 36 if width >= 70 else 26
+        preset = 12 if width >= 70 else 0  # narrow: the diff below the help still names the preset's values
+        value = max(10, width - key - preset - (8 if preset else 6))
+        if table.columns and (key, value, preset) == self._widths:
+            return
+        self._widths = (key, value, preset)
+        self._value_width = value
+        table.clear(columns=True)
+        table.add_column("key", width=key)
+        table.add_column("value", width=value)
+        if preset:
+            table.add_column("preset", width=preset)
+        self.keys = []  # refill every row with the new widths
+        if self.cfg is not None:
+            self._fill_table()
 
     # -- model ----------------------------------------------------------------------------------
     def rebuild(self, new_key: str | None = None) -> None:
@@ -113,17 +185,24 @@ class ConfigScreen(Screen):
             self.error = None
         self.cfg = cfg
         self.values = cfg.flat()
-        self.problems = list(validate(cfg))
+        missing, self.note = model_check(str(self.values.get(MODEL_KEY, "")))
+        self.problems = list(validate(cfg)) + ([missing] if missing else [])
         self._fill_table()
         self._show_status()
+        key = self.selected_key()
+        if key is not None:
+            self._show_key(key)  # the edit box shows the value now in force (after undo or a preset change)
         self._estimate(cfg)
 
     def _cells(self, key: str) -> tuple[str, str, str]:
         value, preset_value = self.values[key], self.preset_values.get(key)
         changed = value != preset_value
         leaf = key.rpartition(".")[2]
-        return (("* " if changed else "  ") + leaf, format_config_value(value),
-                format_config_value(preset_value) if changed else "")
+        text = format_config_value(value)
+        if len(text) > self._value_width:
+            text = text[: self._value_width - 1] + "…"
+        cells = (("* " if changed else "  ") + leaf, text, format_config_value(preset_value)[:12] if changed else "")
+        return cells if self._widths[2] else cells[:2]
 
     def _fill_table(self) -> None:
         table = self.query_one("#config-table", DataTable)
@@ -142,15 +221,12 @@ class ConfigScreen(Screen):
             parent = key.rpartition(".")[0]
             if parent != section:
                 section = parent
-                table.add_row(Text(parent or "(top level)", style="bold"), "", "")
+                table.add_row(Text(parent or "(top level)", style="bold"), *[""] * (len(table.columns) - 1))
                 self.row_keys.append(None)
             table.add_row(*self._cells(key), key=key)
             self.row_keys.append(key)
         if self.row_keys:
             table.move_cursor(row=min(row or 1, len(self.row_keys) - 1))
-            key = self.selected_key()
-            if key is not None:
-                self._show_key(key)
 
     def _show_status(self) -> None:
         message = self.query_one("#config-message", Static)
@@ -158,7 +234,7 @@ class ConfigScreen(Screen):
         if self.error:
             lines.append(f"✖ {self.error}")
         lines += [f"⚠ {p}" for p in self.problems]
-        message.update("\n".join(lines) if lines else "✔ valid")
+        message.update("\n".join(lines) if lines else "✔ valid" + (f" (note: {self.note})" if self.note else ""))
         message.set_class(bool(self.error or self.problems), "-error")
         changed = {k: v for k, v in self.values.items() if v != self.preset_values.get(k)}
         diff = "\n".join(f"{k}: {format_config_value(self.preset_values.get(k))} -> {format_config_value(v)}"

@@ -1,20 +1,23 @@
 """The Dataset screen: the tasks in a table, filtered by type, difficulty and text, with a detail pane.
 
-The detail pane shows the prompt, the expected outputs, the reference answer as markdown and the reward
-breakdown of that reference answer; problems in the task files are listed above the table.
+The detail pane starts with the reward breakdown of the task's reference answer (scored in a worker), then the
+prompt, the expected outputs and the reference answer as markdown; problems in the task files are listed above.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from textual import work
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input, Markdown, Select, Static
+from textual.widgets import DataTable, Input, Markdown, Select, Static
 
+from devops_tui.widgets.footer import CockpitFooter
 from tasks import DIFFICULTIES, TASK_TYPES, Task
 
 
@@ -84,11 +87,25 @@ def breakdown_text(task: Task) -> str:
     except ImportError:
         return "reward breakdown: core.rewards.score is not installed yet"
     result = score(task.reference_answer, task)
-    lines = [f"reference answer reward {result.final_reward:.3f}"]
-    lines += [f"  {name:<17} {value:.2f}" for name, value in result.dimensions.items()]
     penalties = [f"{name} {value:.2f}" for name, value in result.penalties.items() if value]
-    lines.append("  penalties: " + (", ".join(penalties) if penalties else "none"))
-    return "\n".join(lines)
+    # Flowing text, not a table: the preview stays a few lines at any width, above the task's markdown.
+    return (f"reference answer reward {result.final_reward:.3f}\n"
+            + "  ".join(f"{name} {value:.2f}" for name, value in result.dimensions.items())
+            + "\npenalties: " + (", ".join(penalties) if penalties else "none"))
+
+
+@dataclass
+class BreakdownScored(Message):
+    """The reward breakdown of one task's reference answer, scored in a worker."""
+
+    task_id: str
+    text: str
+
+
+@dataclass
+class TasksLoaded(Message):
+    tasks: list[Task]
+    problems: list[str]
 
 
 class DatasetScreen(Screen):
@@ -104,6 +121,8 @@ class DatasetScreen(Screen):
         super().__init__()
         self.tasks: list[Task] = []
         self.shown: list[Task] = []
+        self.shown_task: str | None = None
+        self._columns: list[tuple[str, int]] = []
 
     def compose(self) -> ComposeResult:
         yield Static("", id="dataset-problems")
@@ -116,19 +135,40 @@ class DatasetScreen(Screen):
                 yield Static("", id="dataset-count")
                 yield DataTable(id="dataset-table", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="dataset-detail"):
-                yield Markdown("", id="task-markdown")
                 yield Static("", id="task-breakdown")
-        yield Footer()
+                yield Markdown("", id="task-markdown")
+        yield CockpitFooter()
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns("id", "type", "difficulty", "outputs")
+        self._set_columns(self.app.size.width)
+        self.query_one("#dataset-body").loading = True
+        self.query_one("#dataset-problems", Static).display = False
         self._load()
+
+    def on_resize(self, event) -> None:
+        if self._set_columns(event.size.width):
+            self.apply_filters()
+
+    def _set_columns(self, width: int) -> bool:
+        """The table's columns for this width (the type column only where it fits); True when they changed."""
+        columns = [("id", 12), ("type", 16), ("diff", 6), ("out", 3)] if width >= 100 else \
+            [("id", 12), ("diff", 6), ("out", 3)]
+        if columns == self._columns:
+            return False
+        self._columns = columns
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        for label, size in columns:
+            table.add_column(label, width=size, key=label)
+        return True
 
     @work(thread=True, exclusive=True, group="dataset-load", exit_on_error=False)
     def _load(self) -> None:
-        self.app.call_from_thread(self._loaded, *load_task_set(getattr(self.app, "task_paths", None)))
+        self.post_message(TasksLoaded(*load_task_set(getattr(self.app, "task_paths", None))))
 
-    def _loaded(self, tasks: list[Task], problems: list[str]) -> None:
+    def on_tasks_loaded(self, message: TasksLoaded) -> None:
+        tasks, problems = message.tasks, message.problems
+        self.query_one("#dataset-body").loading = False
         self.tasks = tasks
         box = self.query_one("#dataset-problems", Static)
         box.display = bool(problems)
@@ -144,7 +184,8 @@ class DatasetScreen(Screen):
         table = self.query_one(DataTable)
         table.clear()
         for task in self.shown:
-            table.add_row(task.id, task.type, task.difficulty, str(len(task.expected_outputs)), key=task.id)
+            cells = {"id": task.id, "type": task.type, "diff": task.difficulty[:6], "out": str(len(task.expected_outputs))}
+            table.add_row(*(cells[label] for label, _ in self._columns), key=task.id)
         self.query_one("#dataset-count", Static).update(f"{len(self.shown)} of {len(self.tasks)} tasks")
         if self.shown:
             self.show_task(self.shown[0])
@@ -153,8 +194,19 @@ class DatasetScreen(Screen):
             self.query_one("#task-breakdown", Static).update("")
 
     def show_task(self, task: Task) -> None:
+        self.shown_task = task.id
+        self.query_one("#task-breakdown", Static).update("scoring the reference answer...")
         self.query_one("#task-markdown", Markdown).update(task_markdown(task))
-        self.query_one("#task-breakdown", Static).update(breakdown_text(task))
+        self.query_one("#dataset-detail", VerticalScroll).scroll_home(animate=False)  # a new task starts at its top
+        self._score(task)
+
+    @work(thread=True, exclusive=True, group="dataset-score", exit_on_error=False)
+    def _score(self, task: Task) -> None:
+        self.post_message(BreakdownScored(task.id, breakdown_text(task)))
+
+    def on_breakdown_scored(self, message: BreakdownScored) -> None:
+        if message.task_id == self.shown_task:
+            self.query_one("#task-breakdown", Static).update(message.text)
 
     def on_select_changed(self, event: Select.Changed) -> None:
         self.apply_filters()

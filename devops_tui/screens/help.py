@@ -27,6 +27,8 @@ def binding_rows(app) -> list[tuple[str, str, str, str]]:
     add("everywhere", app.BINDINGS)
     for mode, screen_cls in app.MODES.items():
         add(mode, getattr(screen_cls, "BINDINGS", []))
+        for widget_cls in getattr(screen_cls, "KEY_WIDGETS", ()):  # keys of a widget while it has the focus
+            add(f"{mode}: {getattr(widget_cls, 'HELP_AREA', widget_cls.__name__)}", getattr(widget_cls, "BINDINGS", []))
     return rows
 
 

@@ -1,27 +1,35 @@
-"""The Live screen: reward curves per dimension, training and system figures, samples, log tail, alerts.
+"""The Live screen: reward curves per dimension with validation and rubric, training and system figures, the
+sample inspector, every metric's figures, the alert history and the log tail, under an honest status line.
 
-A thread worker follows the run folder and only announces news; this screen drains it into ring
-buffers and redraws the visible charts about once a second, only when something changed.
+A thread worker follows the run folder and only announces news; this screen drains it into ring buffers and
+redraws the visible tab about once a second, only when something changed.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
 from pathlib import Path
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Log, ProgressBar, Static, TabbedContent, TabPane
+from textual.widgets import Log, ProgressBar, Static, TabbedContent, TabPane
 
 from core.formatting import format_duration, format_number
+from core.runs import Alert, Thresholds
 from devops_tui.actions import confirm_and_stop
 from devops_tui.messages import RunDataReady
 from devops_tui.runfeed import LOG_LINES_KEPT, RunFeed, follow_feed
-from devops_tui.runstate import Alert, RunState
-from devops_tui.widgets.chart import MetricChart
+from devops_tui.runstate import RunState
+from devops_tui.widgets.chart import SMOOTHING_STEPS, ZOOM_STEPS, Chart, ChartPanel, ChartView
+from devops_tui.widgets.footer import CockpitFooter
+from devops_tui.widgets.inspector import SampleInspector
+from devops_tui.widgets.tables import AlertHistory, MetricsTable, metrics_csv
 
 try:  # the reward's own names when it is installed; the documented ones otherwise
     from core.rewards import DIMENSIONS
@@ -29,38 +37,53 @@ except ImportError:
     DIMENSIONS = ("automation", "reliability", "security", "observability", "documentation", "expected_outputs")
 
 REDRAW_INTERVAL_S = 1.0
+PREMOUNT_PAUSE_S = 0.2  # between mounting one hidden tab and the next, after the first paint
+ALERT_LINES = 3
 
-REWARD_CHARTS = [("final reward", ["reward/final/mean"])] + [
-    (name.replace("_", " "), [f"reward/{name}/mean"]) for name in DIMENSIONS
-]
+# (title, keys, unit); a title of "penalties" is filled with the penalties that bit hardest.
+REWARD_CHARTS = [("final reward", ["reward/final/mean"], ""), ("validation score", ["val/score/mean"], ""),
+                 ("rubric score", ["reward/rubric/mean"], "")] + [
+    (name.replace("_", " "), [f"reward/{name}/mean"], "") for name in DIMENSIONS] + [("penalties", [], "")]
 TRAINING_CHARTS = [
-    ("policy loss", ["actor/pg_loss"]),
-    ("KL", ["actor/ppo_kl", "actor/kl_loss"]),
-    ("entropy", ["actor/entropy"]),
-    ("clip fraction", ["actor/pg_clipfrac"]),
-    ("grad norm", ["actor/grad_norm"]),
-    ("score mean/max/min", ["critic/score/mean", "critic/score/max", "critic/score/min"]),
-    ("response length", ["response_length/mean", "response_length/max"]),
-    ("learning rate", ["actor/lr"]),
+    ("policy loss", ["actor/pg_loss"], ""),
+    ("KL", ["actor/ppo_kl", "actor/kl_loss"], ""),
+    ("entropy", ["actor/entropy"], "nats"),
+    ("clip fraction", ["actor/pg_clipfrac"], ""),
+    ("grad norm", ["actor/grad_norm"], ""),
+    ("score mean/max/min", ["critic/score/mean", "critic/score/max", "critic/score/min"], ""),
+    ("response length", ["response_length/mean", "response_length/max"], "tokens"),
+    ("answers cut at max length", ["response_length/clip_ratio"], "share"),
+    ("zero-variance groups", ["critic/score/zero_std_ratio"], "share"),
+    ("learning rate", ["actor/lr"], ""),
 ]
-MEMORY_KEYS = ("actor/perf/max_memory_allocated_gb", "actor/perf/max_memory_reserved_gb")
+DEVICE_MEMORY_KEYS = ("actor/perf/max_memory_allocated_gb", "actor/perf/max_memory_reserved_gb")
+PROCESS_MEMORY_KEY = "perf/cpu_memory_used_gb"
+HOST_MEMORY_KEYS = ("host/memory_used_gb", "host/memory_total_gb")
 SYSTEM_CHARTS = [
-    ("memory GB", list(MEMORY_KEYS)),
-    ("throughput tokens/s", ["perf/throughput"]),
-    ("step time s (step/gen/update)", ["timing_s/step", "timing_s/gen", "timing_s/update_actor"]),
-    ("GPU util %", []),
+    ("training memory", list(DEVICE_MEMORY_KEYS), "GB"),
+    ("host memory", list(HOST_MEMORY_KEYS), "GB"),
+    ("throughput", ["perf/throughput"], "tokens/s"),
+    ("step time (step/gen/update)", ["timing_s/step", "timing_s/gen", "timing_s/update_actor"], "s"),
+    ("GPU util", [], "%"),
 ]
+CHART_TABS = {"tab-rewards": REWARD_CHARTS, "tab-training": TRAINING_CHARTS, "tab-system": SYSTEM_CHARTS}
+TABS = (("tab-rewards", "[u]R[/u]ewards"), ("tab-training", "[u]T[/u]raining"), ("tab-system", "S[u]y[/u]stem"),
+        ("tab-samples", "Sa[u]m[/u]ples"), ("tab-metrics", "Metrics ([u]k[/u])"), ("tab-alerts", "[u]A[/u]lerts"),
+        ("tab-log", "[u]L[/u]og"))
 
 
-def memory_keys(keys) -> list[str]:
-    """Allocated/reserved, NVML used/total per GPU; host memory when there is no GPU figure at all."""
+def memory_keys(keys, *, device: bool = True) -> list[str]:
+    """The training's memory (allocated/reserved, NVML used/total per GPU; without a GPU the process's resident
+    memory) or the machine's (used, total): two charts, so a 0.5 GB line is not flattened against a 64 GB total."""
     keys = set(keys)
-    chosen = [k for k in MEMORY_KEYS if k in keys]
+    if not device:
+        return [k for k in HOST_MEMORY_KEYS if k in keys]
+    chosen = [k for k in DEVICE_MEMORY_KEYS if k in keys]
     gpus = sorted({k.split("/")[1] for k in keys if k.startswith("gpu/") and k.endswith("/memory_used_gb")}, key=int)
     for index in gpus:
         chosen += [k for k in (f"gpu/{index}/memory_used_gb", f"gpu/{index}/memory_total_gb") if k in keys]
-    if not any(k.startswith("gpu/") for k in chosen):
-        chosen += [k for k in ("perf/cpu_memory_used_gb", "host/memory_used_gb", "host/memory_total_gb") if k in keys]
+    if not gpus and PROCESS_MEMORY_KEY in keys:
+        chosen.append(PROCESS_MEMORY_KEY)
     return chosen[:4]
 
 
@@ -77,46 +100,67 @@ def memory_label(key: str) -> str:
 
 def penalty_keys(series) -> list[str]:
     """The four penalties that bit hardest so far (the rest stay at zero and would only add noise)."""
-    known = {f"reward/{d}/mean" for d in DIMENSIONS} | {"reward/final/mean"}
+    known = {f"reward/{d}/mean" for d in DIMENSIONS} | {"reward/final/mean", "reward/rubric/mean"}
     names = [k for k in series if k.startswith("reward/") and k.endswith("/mean") and k not in known]
     peak = {k: max(series[k].finite_values(), default=0.0) for k in names}
     return sorted(names, key=lambda k: (-peak[k], k))[:4]
 
 
-NOTIFY_EVENTS = ("checkpoint", "validation", "warning", "finished", "failed", "stopped")
+NOTIFY_EVENTS = ("checkpoint", "validation", "warning", "finished", "failed", "stopped", "alert")
 
 
 def describe_event(event: dict) -> str:
     """One line for a lifecycle event: its kind, step and the fields that say what happened."""
+    if event.get("event") == "alert":
+        return f"alert: {event.get('message')}"
     details = ", ".join(f"{k} {format_number(v, style='compact') if isinstance(v, float) else v}"
                         for k, v in event.items() if k not in ("event", "time") and not isinstance(v, (dict, list)))
     return f"{event.get('event')}" + (f": {details}" if details else "")
 
 
-def describe_sample(record: dict) -> Text:
-    """One step's samples: reward, per-dimension scores, penalties, and the start of the response."""
+def alert_lines(alerts: list[Alert], limit: int = ALERT_LINES) -> Text:
+    """The alert bar: the most severe first, one line each, and how many more the Alerts tab has."""
     text = Text()
-    text.append(f"step {record.get('step', '?')}\n", style="bold")
-    for sample in record.get("samples", [])[:4]:
-        breakdown = sample.get("breakdown") or {}
-        reward = sample.get("reward", breakdown.get("final_reward"))
-        text.append(f"{sample.get('task_id', '?')}", style="bold")
-        shown = format_number(reward if isinstance(reward, (int, float)) else None, style="compact")
-        text.append(f"  reward {shown}\n")
-        dims = breakdown.get("dimensions") or {}
-        if dims:
-            text.append("  " + "  ".join(f"{k[:4]} {v:.2f}" for k, v in dims.items()
-                                          if isinstance(v, (int, float))) + "\n", style="dim")
-        penalties = {k: v for k, v in (breakdown.get("penalties") or {}).items() if v}
-        if penalties:
-            text.append("  penalties: " + ", ".join(f"{k} {v:.2f}" for k, v in penalties.items()) + "\n",
-                        style="italic")
-        response = str(sample.get("response", "")).strip().splitlines()[:4]
-        for line in response:
-            # A young policy emits any token; keep only printable characters so the layout holds.
-            clean = "".join(ch if ch.isprintable() and ch != "\ufffd" else "·" for ch in line[:200])
-            text.append("  │ " + clean + "\n")
+    shown = alerts[:limit] if len(alerts) <= limit else alerts[: limit - 1]
+    for i, alert in enumerate(shown):
+        if i:
+            text.append("\n")
+        text.append("✖ " if alert.level == "error" else "⚠ ", style="bold")
+        text.append(alert.message)
+    if len(alerts) > len(shown):
+        text.append(f"\n… {len(alerts) - len(shown)} more: a (Alerts tab)" + ("; x acknowledges errors"
+                                                                              if any(a.level == "error" for a in alerts) else ""))
     return text
+
+
+class RunSettingsRead(Message):
+    """The attached run's alert thresholds (config.yaml's devops.alerts) and model vocabulary size."""
+
+    def __init__(self, target: Path, thresholds: Thresholds, vocab_size: int | None) -> None:
+        super().__init__()
+        self.target, self.thresholds, self.vocab_size = target, thresholds, vocab_size
+
+
+def read_run_settings(folder: Path | None) -> tuple[Thresholds, int | None]:
+    """The run's own thresholds and vocabulary size from its config.yaml (defaults when it has none)."""
+    import yaml
+
+    if folder is None:
+        return Thresholds(), None
+    try:
+        config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return Thresholds(), None
+    if not isinstance(config, dict):
+        return Thresholds(), None
+    alerts = ((config.get("devops") or {}).get("alerts")) or {}
+    model = ((config.get("actor_rollout_ref") or {}).get("model") or {}).get("path")
+    vocab = None
+    if isinstance(model, str):
+        from core.training.config.model_info import model_config_json
+
+        vocab = (model_config_json(model) or {}).get("vocab_size")
+    return Thresholds.from_mapping(alerts if isinstance(alerts, dict) else {}), vocab
 
 
 class LiveScreen(Screen):
@@ -127,18 +171,32 @@ class LiveScreen(Screen):
         Binding("t", "show_tab('tab-training')", "Training tab", id="live.training", show=False),
         Binding("y", "show_tab('tab-system')", "System tab", id="live.system", show=False),
         Binding("m", "show_tab('tab-samples')", "Samples tab", id="live.samples", show=False),
+        Binding("k", "show_tab('tab-metrics')", "Metrics tab", id="live.metrics", show=False),
+        Binding("a", "show_tab('tab-alerts')", "Alerts tab", id="live.alerts", show=False),
         Binding("l", "show_tab('tab-log')", "Log tab", id="live.log", show=False),
+        Binding("x", "acknowledge", "Ack errors", id="live.acknowledge"),
+        Binding("w", "smoothing", "Smoothing", id="live.smoothing", show=False),
+        Binding("g", "log_scale", "Log scale", id="live.log_scale", show=False),
+        Binding("z", "zoom", "Zoom steps", id="live.zoom", show=False),
+        Binding("ctrl+s", "save_csv", "Save metrics CSV", id="live.csv", show=False),
         Binding("s", "stop_run", "Stop run", id="live.stop"),
         Binding("e", "open_results", "Results", id="live.results"),
     ]
+    KEY_WIDGETS = (SampleInspector,)  # their keys are listed in the help too
 
     def __init__(self) -> None:
         super().__init__()
         self.feed: RunFeed | None = None
         self.state = RunState()
+        self.view = ChartView()
         self._drawn_version = -1
         self._drawn_tab = ""
+        self._drawn_view = self.view
         self._events_seen = False
+        self._samples_shown = -1
+        self._alerts: list[Alert] = []
+        self._log_lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)  # for a Log tab not shown yet
+        self._shown_tabs: set[str] = set()  # tabs drawn at least once (for this run)
         self.redraws = 0
 
     def compose(self) -> ComposeResult:
@@ -146,26 +204,43 @@ class LiveScreen(Screen):
             yield Static("no run attached: open one on the Runs screen (1) or start one (3)", id="live-title")
             yield ProgressBar(total=None, show_eta=False, id="live-progress")
         yield Static("", id="live-alerts")
+        # Every tab is filled the first time it is shown (the Rewards tab right after the first paint): the
+        # screen appears at once and costs only what is looked at.
         with TabbedContent(id="live-tabs"):
-            with TabPane("[u]R[/u]ewards", id="tab-rewards"):
-                with Grid(classes="chart-grid"):
-                    for i, (title, keys) in enumerate(REWARD_CHARTS + [("penalties", [])]):
-                        yield MetricChart(title, keys, id=f"chart-reward-{i}")
-            # The other chart tabs are filled the first time they are shown: a faster first paint.
-            with TabPane("[u]T[/u]raining", id="tab-training"):
-                yield Grid(classes="chart-grid", id="grid-training")
-            with TabPane("S[u]y[/u]stem", id="tab-system"):
-                yield Grid(classes="chart-grid chart-grid-small", id="grid-system")
-            with TabPane("Sa[u]m[/u]ples", id="tab-samples"):
-                with VerticalScroll():
-                    yield Static("no samples yet", id="live-samples")
-            with TabPane("[u]L[/u]og", id="tab-log"):
-                yield Log(max_lines=LOG_LINES_KEPT, id="live-log", auto_scroll=True)
-        yield Footer()
+            for tab, label in TABS:
+                yield TabPane(label, id=tab)
+        yield CockpitFooter()
+
+    async def _fill_tab(self, tab: str) -> None:
+        """Mount a tab's widgets the first time it is shown."""
+        pane = self.query_one(f"#{tab}", TabPane)
+        if pane.children:
+            return
+        if tab in CHART_TABS:
+            charts = [Chart(title, keys, unit=unit) for title, keys, unit in CHART_TABS[tab]]
+            await pane.mount(VerticalScroll(ChartPanel(charts, id=f"charts-{tab.removeprefix('tab-')}"),
+                                            classes="chart-scroll"))
+        elif tab == "tab-samples":
+            inspector = SampleInspector(id="live-inspector")
+            await pane.mount(inspector)
+            inspector.attach(self.feed.samples if self.feed else None)
+            self._samples_shown = -1
+        elif tab == "tab-metrics":
+            await pane.mount(MetricsTable(id="live-metrics"))
+        elif tab == "tab-alerts":
+            await pane.mount(AlertHistory(id="live-alert-history"))
+        elif tab == "tab-log":
+            log = Log(max_lines=LOG_LINES_KEPT, id="live-log", auto_scroll=True)
+            await pane.mount(log)
+            log.write_lines(list(self._log_lines))
+        self._drawn_version = -1
 
     def on_mount(self) -> None:
         self.state.clock = self.app.clock
+        self.query_one("#live-alerts", Static).display = False
         self.set_interval(REDRAW_INTERVAL_S, self.redraw)
+        # After the first paint, as its own task: the refresh that paints the screen never waits for the charts.
+        self.call_after_refresh(lambda: self.run_worker(self._fill_active(), group="live-fill"))
         target = getattr(self.app, "run_target", None)
         if target is not None and self.feed is None:
             self.attach(target)
@@ -173,14 +248,26 @@ class LiveScreen(Screen):
     # -- following ------------------------------------------------------------------------------
     def attach(self, target: Path) -> None:
         """Follow `target` from now on (the previous follower stops at its next poll)."""
+        if self.feed is not None:
+            self.feed.closed = True
         self.feed = RunFeed(Path(target))
         self.state = RunState(clock=self.app.clock)
+        self.state.folder = self.feed.folder
         self._drawn_version = -1
+        self._shown_tabs.clear()
         self._events_seen = False
-        if self.is_mounted:
-            self.query_one("#live-log", Log).clear()
-            self.query_one("#live-samples", Static).update("no samples yet")
+        self._samples_shown = -1
+        self._log_lines.clear()
+        for log in self.query("#live-log").results(Log):
+            log.clear()
+        for tabs in self.query("#live-tabs").results(TabbedContent):
+            tabs.loading = True  # until the follower's first read arrives
+        for title in self.query("#live-title").results(Static):
+            title.update(Text.assemble((self.feed.name, "bold"), "  loading..."))
+        for inspector in self.query(SampleInspector).results(SampleInspector):
+            inspector.attach(self.feed.samples)
         self._follow(self.feed)
+        self._read_settings(self.feed.target, self.feed.folder)
 
     @work(thread=True, exclusive=True, group="live-feed", exit_on_error=False)
     def _follow(self, feed: RunFeed) -> None:
@@ -190,35 +277,57 @@ class LiveScreen(Screen):
         follow_feed(feed, lambda: self.post_message(RunDataReady(id(feed))),
                     stop=lambda: worker.is_cancelled or self.feed is not feed)
 
+    @work(thread=True, exclusive=True, group="live-settings", exit_on_error=False)
+    def _read_settings(self, target: Path, folder: Path | None) -> None:
+        self.post_message(RunSettingsRead(target, *read_run_settings(folder)))
+
+    def on_run_settings_read(self, message: RunSettingsRead) -> None:
+        if self.feed is not None and message.target == self.feed.target:
+            self.state.use_thresholds(message.thresholds, message.vocab_size)
+
     def on_run_data_ready(self, message: RunDataReady) -> None:
         feed = self.feed
         if feed is None or message.feed_id != id(feed):
             return  # a follower of a run we left
         update = feed.drain()
-        first = self.state.rows_seen == 0 and bool(update.metrics)
+        first = not self._events_seen
         if self._events_seen:  # lifecycle news as it happens (not the history read on attaching)
             for event in update.events:
                 if event.get("event") in NOTIFY_EVENTS:
-                    self.notify(describe_event(event), severity="error" if event["event"] == "failed" else "information")
+                    bad = event["event"] == "failed" or event.get("level") == "error"
+                    self.notify(describe_event(event), severity="error" if bad else "information")
         self._events_seen = True
         self.state.apply(update)
         if update.log_lines:
-            self.query_one("#live-log", Log).write_lines(update.log_lines)
+            self._log_lines.extend(update.log_lines)
+            for log in self.query("#live-log").results(Log):
+                log.write_lines(update.log_lines)
         if first:
+            self.query_one("#live-tabs", TabbedContent).loading = False
             self.redraw()  # first paint at once; after that at the redraw interval
 
     # -- drawing --------------------------------------------------------------------------------
     def _active_tab(self) -> str:
         return self.query_one("#live-tabs", TabbedContent).active
 
-    async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        for grid_id, charts, prefix in (("#grid-training", TRAINING_CHARTS, "chart-train"),
-                                        ("#grid-system", SYSTEM_CHARTS, "chart-sys")):
-            grid = self.query_one(grid_id, Grid)
-            if event.pane.id == grid.parent.id and not grid.children:
-                await grid.mount_all(MetricChart(title, keys, id=f"{prefix}-{i}")
-                                     for i, (title, keys) in enumerate(charts))
+    async def _fill_active(self) -> None:
+        """The shown tab first, then (one at a time, yielding between) the others, so no key waits for a mount."""
+        await self._fill_tab(self._active_tab())
         self.redraw()
+        for tab, _ in TABS:
+            await asyncio.sleep(PREMOUNT_PAUSE_S)
+            await self._fill_tab(tab)
+
+    async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        tab = event.pane.id
+        await self._fill_tab(tab)
+        if tab == "tab-samples":  # after the tab is on screen: the focus moves in the next frame
+            self.call_after_refresh(self.query_one(SampleInspector).query_one("#samples-table").focus)
+        if tab in self._shown_tabs:
+            # The tab appears at once with what it drew last time; its new data follows in the next frame.
+            self.call_after_refresh(self.redraw)
+        else:
+            self.redraw()
 
     def on_resize(self, event) -> None:
         self.set_class(event.size.width < 100, "-narrow")  # the header needs the progress bar's room
@@ -227,74 +336,125 @@ class LiveScreen(Screen):
         self.redraw()
 
     def redraw(self) -> None:
-        """Update the header and alerts; redraw the visible tab's charts only if data changed."""
+        """Update the header and alerts; redraw the visible tab only if its data or the chart view changed."""
         if not self.is_current or self.feed is None:
             return
         state = self.state
         self._update_head()
         tab = self._active_tab()
-        if state.version == self._drawn_version and tab == self._drawn_tab:
+        if tab == "tab-samples" and state.samples_version != self._samples_shown:
+            for inspector in self.query(SampleInspector).results(SampleInspector):
+                self._samples_shown = state.samples_version
+                inspector.refresh_source()
+        if tab == "tab-alerts":
+            for history in self.query(AlertHistory).results(AlertHistory):
+                history.show(state.history)
+        if state.version == self._drawn_version and tab == self._drawn_tab and self.view == self._drawn_view:
             return
-        self._drawn_version, self._drawn_tab = state.version, tab
+        self._drawn_version, self._drawn_tab, self._drawn_view = state.version, tab, self.view
+        self._shown_tabs.add(tab)
         self.redraws += 1
         series = state.series
-        if tab == "tab-rewards":
-            for chart in self.query_one("#tab-rewards").query(MetricChart):
-                if chart.title == "penalties":
-                    keys = penalty_keys(series)
-                    chart.set_series(series, keys, [k.split("/")[1] for k in keys])
-                else:
-                    chart.set_series(series)
-        elif tab == "tab-training":
-            for chart in self.query_one("#tab-training").query(MetricChart):
-                chart.set_series(series)
-        elif tab == "tab-system":
-            charts = list(self.query_one("#tab-system").query(MetricChart))
-            mem = memory_keys(series)
-            charts[0].set_series(series, mem, [memory_label(k) for k in mem])
-            charts[1].set_series(series)
-            charts[2].set_series(series)
+        if tab in CHART_TABS:
+            for panel in self.query_one(f"#{tab}").query(ChartPanel).results(ChartPanel):
+                panel.set_series(series, lambda chart: self._chart_keys(chart, series), view=self.view)
+        elif tab == "tab-metrics":
+            for table in self.query(MetricsTable).results(MetricsTable):
+                table.show(state.figures(), state.exact())
+
+    def _chart_keys(self, chart: Chart, series) -> tuple[list[str] | None, list[str] | None]:
+        """Keys of the charts whose lines depend on what the run logs (penalties, memory, GPUs)."""
+        if chart.title == "penalties":
+            keys = penalty_keys(series)
+            return keys, [k.split("/")[1] for k in keys]
+        if chart.title in ("training memory", "host memory"):
+            keys = memory_keys(series, device=chart.title == "training memory")
+            return keys, [memory_label(k) for k in keys]
+        if chart.title in ("GPU util", "host CPU"):
             util = sorted(k for k in series if k.startswith("gpu/") and k.endswith("/util"))[:4]
-            charts[3].title = "GPU util %" if util else "host CPU %"
-            charts[3].set_series(series, util or ["host/cpu_percent"], [f"gpu{k.split('/')[1]}" for k in util] or ["cpu"])
-        elif tab == "tab-samples" and state.samples:
-            self.query_one("#live-samples", Static).update(describe_sample(state.samples[-1]))
+            chart.title = "GPU util" if util else "host CPU"
+            return util or ["host/cpu_percent"], [f"gpu{k.split('/')[1]}" for k in util] or ["cpu"]
+        return None, None
+
+    def launch_failure(self) -> Alert | None:
+        """A run started here whose process exited with an error (before or after writing its folder)."""
+        run = getattr(self.app, "launched", {}).get(self.feed.target) if self.feed else None
+        if run is None or run.alive() or run.process.returncode in (0, 130):
+            return None
+        last = (run.console_tail(1) or ["no output"])[0]
+        return Alert("launch", "error", "console", self.state.step,
+                     f"training exited with code {run.process.returncode}: {last}")
 
     def _update_head(self) -> None:
         state = self.state
         total = state.total_steps()
         step = state.step
         launched = self.feed is not None and self.feed.target in getattr(self.app, "launched", {})
+        failure = self.launch_failure()
+        status = state.status_text()
+        if failure is not None and not state.meta:
+            status = f"failed: {failure.message.split(': ', 1)[-1]}"  # it never wrote a meta.json
         parts = [Text(self.feed.name if self.feed else "-", style="bold")]
-        parts.append(Text(f" {state.status()}{' (started here)' if launched else ''}"))
+        parts.append(Text(f" {status}{' (started here)' if launched else ''}"))
         parts.append(Text(f"  step {step if step is not None else '-'}/{total or '?'}"))
         epoch = state.latest.get("training/epoch")
-        if epoch is not None:
+        if epoch is not None and epoch == epoch:
             shown = int(epoch) if float(epoch).is_integer() else format_number(epoch, style="compact")
             parts.append(Text(f"  epoch {shown}"))
-        if state.status() == "running":
+        running = state.status() == "running"
+        if running:
             parts.append(Text(f"  ETA {format_duration(state.eta_seconds(), parts=2)}"))
         key = state.reward_key()
         if key:
             parts.append(Text(f"  reward {format_number(state.latest.get(key), style='compact')}"))
         self.query_one("#live-title", Static).update(Text.assemble(*parts))
         bar = self.query_one("#live-progress", ProgressBar)
+        # No endless loading bar for a dead run; none at all where the header needs the room.
+        bar.display = not self.has_class("-narrow") and (bool(total) or (running and failure is None))
         if total:
             bar.update(total=total, progress=min(step or 0, total))
-        alerts = state.alerts()
-        run = getattr(self.app, "launched", {}).get(self.feed.target) if self.feed else None
-        if run is not None and not run.alive() and run.process.returncode not in (0, 130):
-            last = (run.console_tail(1) or ["no output"])[0]
-            alerts.insert(0, Alert("error", f"training exited with code {run.process.returncode}: {last}"))
+        self._alerts = state.shown_alerts([failure] if failure is not None else None)
         box = self.query_one("#live-alerts", Static)
-        box.display = bool(alerts)
-        if alerts:
-            box.update(Text("\n".join(("✖ " if a.level == "error" else "⚠ ") + a.text for a in alerts[:2])))
-            box.set_class(any(a.level == "error" for a in alerts), "-error")
+        box.display = bool(self._alerts)
+        if self._alerts:
+            box.update(alert_lines(self._alerts))
+            box.set_class(self._alerts[0].level == "error", "-error")
 
     # -- actions --------------------------------------------------------------------------------
     def action_show_tab(self, tab: str) -> None:
         self.query_one("#live-tabs", TabbedContent).active = tab
+
+    def action_acknowledge(self) -> None:
+        count = self.state.acknowledge(self._alerts)
+        self.notify(f"{count} error(s) acknowledged; the Alerts tab keeps them" if count else "no errors to acknowledge")
+        self._update_head()
+
+    def _set_view(self, **changes) -> None:
+        from dataclasses import replace
+
+        self.view = replace(self.view, **changes)
+        self.notify(f"charts: {self.view.describe()}", timeout=2)
+        self.redraw()
+
+    def action_smoothing(self) -> None:
+        steps = SMOOTHING_STEPS
+        self._set_view(smoothing=steps[(steps.index(self.view.smoothing) + 1) % len(steps)])
+
+    def action_log_scale(self) -> None:
+        self._set_view(log_scale=not self.view.log_scale)
+
+    def action_zoom(self) -> None:
+        self._set_view(zoom=ZOOM_STEPS[(ZOOM_STEPS.index(self.view.zoom) + 1) % len(ZOOM_STEPS)])
+
+    def action_save_csv(self) -> None:
+        """The metrics table (as filtered) as CSV in the working folder (never into the run folder)."""
+        if self.feed is None:
+            return
+        tables = self.query(MetricsTable).results(MetricsTable)
+        words = next((table.words for table in tables), "")
+        path = Path.cwd() / f"{self.feed.target.stem}-metrics.csv"
+        path.write_text(metrics_csv(self.state.figures(), words), encoding="utf-8")
+        self.notify(f"saved {path}")
 
     def action_open_results(self) -> None:
         if self.feed is not None and self.feed.folder is not None:

@@ -1,20 +1,28 @@
-"""The Results screen: a run's eval results (`eval/eval_results_<ts>.json`) and a side-by-side compare.
+"""The Results screen: a run's eval results (`eval/eval_results_<ts>.json`), each labelled by model and settings,
+and a side-by-side compare of two of them where A is always the older and B the newer.
 
-Pick a file to see its summary per type and dimension; mark one with `c` and pick another to compare.
+Files are read in a thread worker; pick one to see its summary per type and dimension, mark one with `c` and
+pick another to compare.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from core.formatting import format_number
+from devops_tui.compare import by_time, results_label, results_time
+from devops_tui.widgets.footer import CockpitFooter
 
 SECTIONS = (("by type", "by_type"), ("by difficulty", "by_difficulty"), ("by dimension", "by_dimension"),
             ("penalties (lower is better)", "by_penalty"))
@@ -58,7 +66,15 @@ def compare_rows(a: dict, b: dict) -> list[tuple]:
 def find_results(run: Path) -> list[Path]:
     """Eval result files of a run folder (its `eval/` sub-folder), oldest first."""
     folder = run / "eval" if (run / "eval").is_dir() else run
-    return sorted(folder.glob("eval_results_*.json"))
+    return sorted(folder.glob("eval_results_*.json"), key=results_time)
+
+
+@dataclass
+class ResultsRead(Message):
+    """A run's eval results files, read by a worker: (path, data or None, error)."""
+
+    run: Path
+    files: list[tuple[Path, dict | None, str | None]]
 
 
 class ResultsScreen(Screen):
@@ -74,6 +90,7 @@ class ResultsScreen(Screen):
         super().__init__()
         self.run: Path | None = None
         self.files: list[Path] = []
+        self.data: dict[Path, dict] = {}
         self.base: Path | None = None
 
     def compose(self) -> ComposeResult:
@@ -82,63 +99,87 @@ class ResultsScreen(Screen):
             with Vertical(id="results-left"):
                 yield DataTable(id="results-files", cursor_type="row")
             yield DataTable(id="results-table", zebra_stripes=True)
-        yield Footer()
+        yield CockpitFooter()
 
     def on_mount(self) -> None:
-        self.query_one("#results-files", DataTable).add_column("eval results", width=36)
+        files = self.query_one("#results-files", DataTable)
+        for label, width in (("when (UTC)", 11), ("model · settings", 22), ("mean", 5)):
+            files.add_column(label, width=width)
         if self.run is not None:
-            self._show_files()
+            self._read(self.run)
         elif getattr(self.app, "run_target", None) is not None and Path(self.app.run_target).is_dir():
             self.show_run(Path(self.app.run_target))
 
-    def show_run(self, run: Path) -> None:
-        """Show `run`'s results (queued, so it works on a screen that is still mounting)."""
-        self.run = Path(run)
-        self.call_later(self._show_files)
+    def on_resize(self, event) -> None:
+        self.set_class(event.size.width < 100, "-narrow")
 
-    def _show_files(self) -> None:
-        if self.run is None:
+    def show_run(self, run: Path) -> None:
+        """Show `run`'s results (read in a worker, so it works on a screen that is still mounting)."""
+        self.run = Path(run)
+        self.base = None
+        if self.is_mounted:
+            self.query_one("#results-title", Static).update(f"{self.run.name}: reading eval results...")
+            self._read(self.run)
+
+    @work(thread=True, exclusive=True, group="results-read", exit_on_error=False)
+    def _read(self, run: Path) -> None:
+        from core.agent.compare import load_results
+        from core.errors import UserError
+
+        files = []
+        for path in find_results(run):
+            try:
+                files.append((path, load_results(path), None))
+            except UserError as exc:
+                files.append((path, None, str(exc)))
+        self.post_message(ResultsRead(run, files))
+
+    def on_results_read(self, message: ResultsRead) -> None:
+        if message.run != self.run:
             return
-        self.files = find_results(self.run)
-        files = self.query_one("#results-files", DataTable)
-        files.clear()
-        for path in self.files:
-            files.add_row(path.name, key=str(path))
+        self.files = [path for path, _, _ in message.files]
+        self.data = {path: data for path, data, _ in message.files if data is not None}
+        table = self.query_one("#results-files", DataTable)
+        table.clear()
+        for path, data, error in message.files:
+            when = datetime.fromtimestamp(results_time(path), timezone.utc).strftime("%m-%d %H:%M")
+            label = results_label(path, data, width=40).rsplit(" · ", 1)[0] if data else f"unreadable: {error}"
+            mean = format_number((data or {}).get("summary", {}).get("mean_reward"), style="compact")
+            table.add_row(when, label, mean, key=str(path))
         title = self.query_one("#results-title", Static)
         if not self.files:
             title.update(f"{self.run.name}: no eval results yet (devops-rl eval --run {self.run.name})")
             self.query_one("#results-table", DataTable).clear(columns=True)
         else:
             title.update(f"{self.run.name}: {len(self.files)} eval results")
-            files.move_cursor(row=len(self.files) - 1)  # the newest; highlighting it shows it
+            table.move_cursor(row=len(self.files) - 1)  # the newest; highlighting it shows it
             self.show_file(self.files[-1])
 
     def show_file(self, path: Path) -> None:
-        from core.agent.compare import load_results
-        from core.errors import UserError
-
         table = self.query_one("#results-table", DataTable)
         table.clear(columns=True)
-        try:
-            data = load_results(path)
-            base = load_results(self.base) if self.base is not None and self.base != path else None
-        except UserError as exc:
-            self.notify(str(exc), severity="error")
+        data = self.data.get(path)
+        if data is None:
+            self.notify(f"{path.name} could not be read", severity="error")
             return
+        base = self.data.get(self.base) if self.base is not None and self.base != path else None
         if base is None:
-            table.add_column("figure", width=34)
+            table.add_column("figure", width=34 if self.size.width >= 100 else 26)
             table.add_column("value", width=10)
             for row in summary_rows(data):
                 table.add_row(*row)
             n = len(data.get("results", []))
-            self.query_one("#results-title", Static).update(f"{path.name}: {n} results")
-        else:
-            table.add_column("figure", width=34)
-            for label in ("A", "B", "B-A"):
-                table.add_column(label, width=8)
-            for row in compare_rows(base, data):
-                table.add_row(*row)
-            self.query_one("#results-title", Static).update(f"compare A {self.base.name}  vs  B {path.name}")
+            self.query_one("#results-title", Static).update(f"{results_label(path, data)}: {n} results")
+            return
+        (a_path, a), (b_path, b) = by_time((self.base, base), (path, data))
+        table.add_column("figure", width=34 if self.size.width >= 100 else 22)
+        for label in ("A", "B", "B-A"):
+            table.add_column(label, width=8)
+        for row in compare_rows(a, b):
+            table.add_row(*row)
+        width = max(20, (self.size.width - 26) // 2)
+        self.query_one("#results-title", Static).update(
+            f"A (older) {results_label(a_path, a, width=width)}  vs  B (newer) {results_label(b_path, b, width=width)}")
 
     def _selected(self) -> Path | None:
         files = self.query_one("#results-files", DataTable)
@@ -155,7 +196,7 @@ class ResultsScreen(Screen):
     def action_mark_compare(self) -> None:
         self.base = self._selected()
         if self.base is not None:
-            self.notify(f"A = {self.base.name}; pick B")
+            self.notify(f"compare with {self.base.name}: pick another (A is always the older)")
 
     def action_clear_compare(self) -> None:
         self.base = None

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from core.errors import did_you_mean
+from core.runs.health import Thresholds
 
 VERL_OVERRIDES = "verl_overrides"
 
@@ -281,7 +282,8 @@ class TrainerConfig(_Section):
     critic_warmup: int = Field(0, ge=0, le=MAX_STEPS, description="steps that train only the critic (GAE)")
     logger: list[str] = Field(default_factory=lambda: ["console", "file"], description="verl loggers: console, file, "
                               "wandb, tensorboard, ...", json_schema_extra=_tune(
-                                  "the run folder's metrics.jsonl is always written"))
+                                  "the run folder's metrics.jsonl is always written; the torch backend also writes "
+                                  "tensorboard and wandb (devops-rl export copies a finished run)"))
     project_name: str = Field("devops-rl", description="project name for loggers")
     experiment_name: str = Field("devops_architect", description="experiment name for loggers")
     default_local_dir: str | None = Field(None, description="verl's checkpoint folder (null = the run folder's checkpoints/)")
@@ -328,6 +330,41 @@ class RewardConfig(_Section):
     judge: RewardJudgeConfig = Field(default_factory=RewardJudgeConfig)
 
 
+_ALERTS = Thresholds()  # the defaults live with the checks (core.runs.health), the help here
+
+
+class AlertsConfig(_Section):
+    """When the GRPO health alerts fire (core.runs.health): the trainer writes them as `alert` events, the cockpit
+    and `tail` show them."""
+
+    window: int = Field(_ALERTS.window, gt=1, description="steps the trend alerts look back over (flat or collapsing "
+                        "reward, zero-variance groups, hacking)", json_schema_extra=_tune(
+                            "longer for noisy rewards (small batches), shorter to hear sooner"))
+    baseline_steps: int = Field(_ALERTS.baseline_steps, gt=0, description="first steps whose mean entropy is the "
+                                "run's own start for the entropy-collapse alert")
+    entropy_collapse_ratio: float = Field(_ALERTS.entropy_collapse_ratio, gt=0, lt=1, description="warn when "
+                                          "actor/entropy falls below this share of its start", json_schema_extra=_tune(
+                                              "an entropy that keeps falling fast means the answers converge to one"))
+    entropy_uniform_share: float = Field(_ALERTS.entropy_uniform_share, gt=0, le=1, description="warn when "
+                                         "actor/entropy exceeds this share of ln(vocabulary size): near-uniform noise")
+    reward_flat_tolerance: float = Field(_ALERTS.reward_flat_tolerance, ge=0, description="warn when the training "
+                                         "reward moves less than this over a window")
+    reward_collapse_ratio: float = Field(_ALERTS.reward_collapse_ratio, gt=0, lt=1, description="warn when the "
+                                         "reward's recent mean falls below this share of its best mean")
+    zero_std_ratio_max: float = Field(_ALERTS.zero_std_ratio_max, gt=0, le=1, description="warn when more than this "
+                                      "share of prompt groups have zero reward variance (critic/score/zero_std_ratio)",
+                                      json_schema_extra=_tune("such groups teach nothing: raise rollout.n or the "
+                                                              "temperature, or turn on algorithm.filter_groups"))
+    clip_ratio_max: float = Field(_ALERTS.clip_ratio_max, ge=0, le=1, description="warn when more than this share of "
+                                  "answers is cut at max_response_length (response_length/clip_ratio)")
+    hacking_rise: float = Field(_ALERTS.hacking_rise, gt=0, description="warn when one reward dimension or penalty "
+                                "rises this much over a window while the rubric score stays flat (reward hacking)")
+    hacking_rubric_flat: float = Field(_ALERTS.hacking_rubric_flat, ge=0, description="the rubric score counts as "
+                                       "flat while it moves less than this over a window")
+    stall_after_s: float = Field(_ALERTS.stall_after_s, gt=0, description="warn when a running run logs no step for "
+                                 "this many seconds (or five steps' time, when longer)")
+
+
 class DevopsConfig(_Section):
     backend: Literal["auto", "torch", "verl"] = Field(
         "auto", description="auto (verl when it and a GPU are usable, else torch), torch, verl")
@@ -344,6 +381,7 @@ class DevopsConfig(_Section):
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="torch backend device: auto, cpu, cuda")
     runs_dir: str | None = Field(None, description="where runs go (null = $DEVOPS_RL_RUNS_DIR or ./runs)")
     reward: RewardConfig = Field(default_factory=RewardConfig)
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig)
 
 
 class TrainingConfig(_Section):

@@ -175,8 +175,8 @@ def native_ignored_settings(cfg: TrainingConfig) -> list[str]:
                  "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "actor_rollout_ref.rollout.multi_turn",
                  "actor_rollout_ref.rollout.engine_kwargs", "actor_rollout_ref.ref", "actor_rollout_ref.actor.fsdp_config",
                  "actor_rollout_ref.model.use_remove_padding", "actor_rollout_ref.model.trust_remote_code",
-                 "trainer.n_gpus_per_node", "trainer.nnodes", "trainer.logger", "trainer.project_name",
-                 "trainer.experiment_name", "trainer.default_local_dir", "trainer.resume_mode", "trainer.device",
+                 "trainer.n_gpus_per_node", "trainer.nnodes", "trainer.default_local_dir", "trainer.resume_mode",
+                 "trainer.device",
                  "trainer.critic_warmup", "algorithm.gamma", "algorithm.lam")
     for key, value in cfg.flat().items():
         if key.startswith(VERL_OVERRIDES + "."):
