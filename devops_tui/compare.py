@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,7 @@ def results_time(path: Path) -> float:
     """When an eval results file was made: the UTC stamp in its name, else its modification time."""
     match = _STAMP.search(Path(path).name)
     if match:
-        return datetime.strptime(match.group(1), "%Y%m%d-%H%M%S").replace(tzinfo=timezone.utc).timestamp()
+        return datetime.strptime(match.group(1), "%Y%m%d-%H%M%S").replace(tzinfo=UTC).timestamp()
     try:
         return Path(path).stat().st_mtime
     except OSError:
@@ -112,7 +112,7 @@ def results_label(path: Path, data: dict, *, width: int = 60) -> str:
         parts.append(f"T {settings['temperature']}")
     if settings.get("split"):
         parts.append(str(settings["split"]))
-    stamp = datetime.fromtimestamp(results_time(path), timezone.utc).strftime("%m-%d %H:%M")
+    stamp = datetime.fromtimestamp(results_time(path), UTC).strftime("%m-%d %H:%M")
     return (" · ".join(parts) + f" · {stamp}")[:width]
 
 

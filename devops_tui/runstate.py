@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from datetime import datetime, timezone
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from core.runs import (  # the reward and status `runs list` shows: every face agrees
@@ -220,7 +220,7 @@ class RunState:
                             seconds_per_step=self.seconds_per_step(), thresholds=self.thresholds,
                             last_step=self.step)
         alerts += self.health.active()
-        seen = datetime.fromtimestamp(self.clock(), timezone.utc).isoformat(timespec="seconds")
+        seen = datetime.fromtimestamp(self.clock(), UTC).isoformat(timespec="seconds")
         for alert in alerts:
             self._remember(alert, "cockpit", seen)
         return by_severity(alerts)

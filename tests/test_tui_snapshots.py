@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import math
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from devops_tui.app import CockpitApp
 
-STARTED = datetime(2026, 11, 30, 17, 0, tzinfo=timezone.utc)
+STARTED = datetime(2026, 11, 30, 17, 0, tzinfo=UTC)
 NOW = STARTED.timestamp() + 3 * 3600 + 120
 DIMENSIONS = ("automation", "reliability", "security", "observability", "documentation", "expected_outputs")
 RUN_ID = "20261130-170000-ci-fast-5e1f"
@@ -197,8 +197,9 @@ def test_runs_screen(snap_compare, frozen, size):
 @pytest.mark.parametrize("size", SIZES)
 def test_dataset_screen(snap_compare, frozen, monkeypatch, size):
     # The reward is tuned by its own tests; this snapshot is about layout, so its numbers are frozen.
-    import core.rewards
     from types import SimpleNamespace
+
+    import core.rewards
 
     fixed = SimpleNamespace(final_reward=0.615, dimensions={d: round(0.5 + 0.05 * i, 2) for i, d in enumerate(DIMENSIONS)},
                             penalties={"repetition": 0.0, "length": 0.05})

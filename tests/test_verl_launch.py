@@ -19,8 +19,8 @@ RAY_CPUS = "verl_overrides.ray_kwargs.ray_init.num_cpus=16"
 
 
 def _run_dir(tmp_path, preset="ci-fast", overrides=(RAY_CPUS,)):
-    from core.training.config import load_config
     from core.runs import RunDirectory
+    from core.training.config import load_config
 
     cfg = load_config(preset, overrides=list(overrides))
     return cfg, RunDirectory.create(tmp_path / "runs", mode="ci-fast", backend="verl", config=cfg)
@@ -143,8 +143,8 @@ def test_launch_checks_name_the_fix(monkeypatch):
 
 
 def test_verl_needs_a_cpu_count_it_holds_in_ray():
-    from core.training.verl_backend.compose import compose_verl_config
     from core.training.config import load_config
+    from core.training.verl_backend.compose import compose_verl_config
     from core.training.verl_backend.detect import cpus_needed
 
     assert cpus_needed(compose_verl_config(load_config("ci-fast"))) == (

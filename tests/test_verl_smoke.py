@@ -71,8 +71,8 @@ def test_the_smoke_model_is_qwen2_shaped_with_heads_vllm_accepts():
 def _smoke_run(tmp_path, steps: int, *, drop: str | None = None):
     """A run folder shaped like a finished smoke run: what verl and the launcher write for `steps` steps."""
     from core.rewards import DIMENSIONS, PENALTIES
-    from core.training.config import load_config
     from core.runs import RunDirectory
+    from core.training.config import load_config
 
     run = RunDirectory.create(tmp_path / "runs", mode="ci-fast", backend="verl", config=load_config("ci-fast"))
     keys = ("actor/pg_loss", "actor/perf/max_memory_allocated_gb", "critic/score/mean", "response_length/mean",

@@ -9,7 +9,7 @@ import os
 import tempfile
 import threading
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -125,12 +125,12 @@ def summarize(results: list[dict], *, total: int | None = None, wall_time_s: flo
 
 
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def new_results_path(folder: Path) -> Path:
     """`folder/eval_results_<UTC timestamp>.json`, unique even when two evals start in the same second."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     path = folder / f"{RESULTS_PREFIX}{stamp}.json"
     n = 1
     while path.exists():

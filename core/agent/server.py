@@ -135,7 +135,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 started = True
             data = payload if isinstance(payload, str) else json.dumps(payload)
-            self.wfile.write(f"data: {data}\n\n".encode("utf-8"))
+            self.wfile.write(f"data: {data}\n\n".encode())
             self.wfile.flush()
 
         def piece(text: str) -> None:

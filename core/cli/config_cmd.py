@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -33,7 +32,7 @@ def _load(preset: str, config: Path | None, overrides: list[str]):
 @config_app.command("show")
 def show(
     preset: str = typer.Option("default", "--preset", "-p", help=PRESET_HELP),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config file over the preset."),
+    config: Path | None = typer.Option(None, "--config", "-c", help="YAML config file over the preset."),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     flat: bool = typer.Option(False, "--flat", help="One 'dotted.key: value' line per setting."),
     describe: bool = typer.Option(False, "--describe", help="Each key's meaning as a comment (still valid YAML)."),
@@ -53,10 +52,10 @@ def show(
 
 @config_app.command("validate")
 def validate_cmd(
-    config: Optional[Path] = typer.Argument(None, help="YAML config file (omit to check the preset alone)."),
+    config: Path | None = typer.Argument(None, help="YAML config file (omit to check the preset alone)."),
     preset: str = typer.Option("default", "--preset", "-p", help=PRESET_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
-    gpus: Optional[int] = typer.Option(None, "--gpus", min=0, help="GPUs available (default: what the config asks for)."),
+    gpus: int | None = typer.Option(None, "--gpus", min=0, help="GPUs available (default: what the config asks for)."),
 ) -> None:
     """Check a config the way verl would: one line per problem, exit 2 if there is any."""
     from core.training.config import validate, yaml_key_lines
@@ -79,7 +78,7 @@ def validate_cmd(
 def export(
     preset: str = typer.Option("default", "--preset", "-p", help=PRESET_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
     force: bool = typer.Option(False, "--force", "-f", help="Replace the --output file if it exists."),
 ) -> None:
     """Write a complete YAML config that `train --config` and `config validate` accept."""
@@ -147,10 +146,10 @@ def diff(
 
 @config_app.command("doctor")
 def doctor(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config file over the preset."),
+    config: Path | None = typer.Option(None, "--config", "-c", help="YAML config file over the preset."),
     preset: str = typer.Option("default", "--preset", "-p", help=PRESET_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
-    gpu_mem: Optional[float] = typer.Option(None, "--gpu-mem", min=0.1, help="GPU memory in GiB (default: NVML)."),
+    gpu_mem: float | None = typer.Option(None, "--gpu-mem", min=0.1, help="GPU memory in GiB (default: NVML)."),
 ) -> None:
     """Estimate GPU memory for the config and print the tuning advice that applies."""
     from core.training.config import validate

@@ -7,7 +7,6 @@ TensorBoard reads DIR as a log folder (`tensorboard --logdir DIR`); the W&B offl
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -18,10 +17,10 @@ def register(app: typer.Typer) -> None:
 
 def export(
     run: str = typer.Argument(..., help="Run id (or a unique prefix), run folder, or a verl file-logger .jsonl file."),
-    tensorboard: Optional[Path] = typer.Option(None, "--tensorboard", help="Write TensorBoard event files into DIR."),
-    wandb_offline: Optional[Path] = typer.Option(None, "--wandb-offline",
+    tensorboard: Path | None = typer.Option(None, "--tensorboard", help="Write TensorBoard event files into DIR."),
+    wandb_offline: Path | None = typer.Option(None, "--wandb-offline",
                                                  help="Write an offline W&B run under DIR (for wandb sync / wandb leet)."),
-    project: Optional[str] = typer.Option(None, "--project", help="W&B project (default: the run's trainer.project_name)."),
+    project: str | None = typer.Option(None, "--project", help="W&B project (default: the run's trainer.project_name)."),
 ) -> None:
     """Export a run's metrics (scalars), samples (text / tables) and alerts to TensorBoard and/or W&B."""
     from core.errors import UserError

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -75,8 +74,8 @@ def _print_rubric(rubric: dict) -> None:
 @reward_app.command("score")
 def score_command(
     answer: str = typer.Option(..., "--answer", help="File with the answer (markdown), or '-' to read stdin."),
-    task_id: Optional[str] = typer.Option(None, "--task", help="Id of a task in tasks/data, e.g. k8s-001."),
-    task_file: Optional[Path] = typer.Option(None, "--task-file", help="YAML file with one task (reference_answer optional)."),
+    task_id: str | None = typer.Option(None, "--task", help="Id of a task in tasks/data, e.g. k8s-001."),
+    task_file: Path | None = typer.Option(None, "--task-file", help="YAML file with one task (reference_answer optional)."),
     as_json: bool = typer.Option(False, "--json", help="Print {final_reward, dimensions, penalties, evidence, rubric} as JSON."),
 ) -> None:
     """Score one answer against one task: final reward, rubric criteria, six dimensions, penalties and evidence."""
@@ -97,7 +96,7 @@ def score_command(
 
 @reward_app.command("audit")
 def audit_command(
-    task_ids: Optional[list[str]] = typer.Option(None, "--task", help="Only these task ids (repeatable)."),
+    task_ids: list[str] | None = typer.Option(None, "--task", help="Only these task ids (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Score the hack suite, a plain answer and excellent answers with other tools on every task with a

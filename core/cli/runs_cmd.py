@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Optional
 
 import typer
 
@@ -30,7 +29,7 @@ def age(started: float | None) -> str:
 
 @runs_app.command("list")
 def list_cmd(
-    root: Optional[str] = typer.Option(None, "--root", help="Runs folder (default: $DEVOPS_RL_RUNS_DIR or ./runs)."),
+    root: str | None = typer.Option(None, "--root", help="Runs folder (default: $DEVOPS_RL_RUNS_DIR or ./runs)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """One line per run: id, status, mode, backend, steps, best and last reward, age."""

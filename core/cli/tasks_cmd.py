@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -28,9 +27,9 @@ def _check_choice(value: str | None, choices: tuple[str, ...], option: str) -> N
 
 @tasks_app.command("list")
 def list_tasks(
-    task_type: Optional[str] = typer.Option(None, "--type", help="Only tasks of this type."),
-    difficulty: Optional[str] = typer.Option(None, "--difficulty", help="Only easy, medium or hard tasks."),
-    split: Optional[str] = typer.Option(None, "--split", help="Only the train or val split."),
+    task_type: str | None = typer.Option(None, "--type", help="Only tasks of this type."),
+    difficulty: str | None = typer.Option(None, "--difficulty", help="Only easy, medium or hard tasks."),
+    split: str | None = typer.Option(None, "--split", help="Only the train or val split."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
 ) -> None:
     """List tasks (id, type, difficulty, split, prompt)."""
@@ -98,7 +97,7 @@ def show_task(
 
 
 @tasks_app.command("validate")
-def validate(paths: Optional[list[Path]] = typer.Argument(None, help="Task files or folders (default: tasks/data).")) -> None:
+def validate(paths: list[Path] | None = typer.Argument(None, help="Task files or folders (default: tasks/data).")) -> None:
     """Check task files against the schema: exit 0 when valid, 2 with one line per problem."""
     from tasks import load_tasks, validate_task_files
 

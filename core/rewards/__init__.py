@@ -2,8 +2,15 @@
 for how it scores): `score(answer, task) -> RewardBreakdown`, `score_batch(pairs)` for a worker's batch.
 """
 
-from core.rewards.breakdown import (DIMENSIONS, RewardBreakdown, calculate_devops_reward, prefetch_validators, score,
-                                    score_batch, weights_for)
+from core.rewards.breakdown import (
+    DIMENSIONS,
+    RewardBreakdown,
+    calculate_devops_reward,
+    prefetch_validators,
+    score,
+    score_batch,
+    weights_for,
+)
 from core.rewards.penalties import PENALTIES
 
 __all__ = ["DIMENSIONS", "PENALTIES", "RewardBreakdown", "calculate_devops_reward", "prefetch_validators", "score",

@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import re
-import socket
 import threading
 import urllib.error
 import urllib.request
@@ -151,7 +150,7 @@ def grade(answer: str, task: Any, settings: JudgeSettings) -> Verdict:
             return Verdict(dict(_CACHE[key]), "cached")
     try:
         content = _request(build_messages(answer, task), settings)
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         return Verdict(None, f"fallback: no reply within {settings.timeout:g}s")
     except urllib.error.HTTPError as exc:
         return Verdict(None, f"fallback: HTTP {exc.code} from the judge")

@@ -17,7 +17,8 @@ from functools import lru_cache
 from typing import Any
 
 from core.rewards.artifacts import Artifacts, normalise_sql
-from core.rewards.negation import HINT as NEGATION_HINT, negated
+from core.rewards.negation import HINT as NEGATION_HINT
+from core.rewards.negation import negated
 from core.rewards.signals import _snippet
 from core.rewards.text import _TOKEN, STOPWORDS, Segment, phrase_key, stem
 from core.rewards.text import tokens as tokens_of

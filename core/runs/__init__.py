@@ -17,11 +17,11 @@ from core.runs.folder import (
     now_iso,
     read_meta,
 )
+from core.runs.health import Alert, HealthMonitor, Thresholds, by_severity, run_alerts
 from core.runs.lock import LOCK_FILE, RunLock, describe_holder, lock_holder
 from core.runs.process import STOP_GRACE_S, local_pid, on_this_host, pid_alive, stop_process
 from core.runs.reading import FileTail, last_step, metric_rows, parse_record, read_jsonl
 from core.runs.resolve import find_run, resolve_run
-from core.runs.health import Alert, HealthMonitor, Thresholds, by_severity, run_alerts
 from core.runs.summary import (
     GONE,
     PLANNED_KEY,

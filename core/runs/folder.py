@@ -12,7 +12,7 @@ import re
 import secrets
 import socket
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ VERSION_PACKAGES = ("devops-rl", "torch", "transformers", "verl", "vllm", "trl",
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def new_run_id(mode: str, now: float | None = None) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from core.errors import UserError, shorten
@@ -61,7 +61,7 @@ class RunLock:
             raise
         self._fd = fd
         text = json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
-                           "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}) + "\n"
+                           "since": datetime.now(UTC).isoformat(timespec="seconds")}) + "\n"
         os.ftruncate(fd, 0)
         os.pwrite(fd, text.encode("utf-8"), 0)
         _held[_key(self.folder)] = self

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +106,7 @@ def timestamp(value: Any) -> float | None:
         moment = datetime.fromisoformat(value)
     except ValueError:
         return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 DIGEST_READ_BYTES = 8 * 2**20  # a long history is read in pieces of this size, so its rows are never all in memory

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from textual import work
 from textual.app import ComposeResult
-from textual.message import Message
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Markdown, Select, Static
 

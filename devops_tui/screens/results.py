@@ -8,7 +8,7 @@ pick another to compare.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.text import Text
@@ -142,7 +142,7 @@ class ResultsScreen(Screen):
         table = self.query_one("#results-files", DataTable)
         table.clear()
         for path, data, error in message.files:
-            when = datetime.fromtimestamp(results_time(path), timezone.utc).strftime("%m-%d %H:%M")
+            when = datetime.fromtimestamp(results_time(path), UTC).strftime("%m-%d %H:%M")
             label = results_label(path, data, width=40).rsplit(" · ", 1)[0] if data else f"unreadable: {error}"
             mean = format_number((data or {}).get("summary", {}).get("mean_reward"), style="compact")
             table.add_row(when, label, mean, key=str(path))
