@@ -4,7 +4,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 
-.PHONY: demo test bench setup clean-venv
+.PHONY: demo test lint bench setup clean-venv
 
 $(STAMP): pyproject.toml scripts/bootstrap.sh
 	bash scripts/bootstrap.sh
@@ -15,8 +15,13 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/devops-rl train --mode ci-fast
 
-test: $(STAMP)
+# The style and layer checks first (seconds), then every test.
+test: lint
 	$(BIN)/python -m pytest -n 2 -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py

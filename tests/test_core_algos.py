@@ -32,7 +32,6 @@ def _random_batch(seed: int, batch: int = 12, length: int = 9):
 
 @pytest.fixture(scope="module")
 def verl_algos():
-    pytest.importorskip("verl", reason="verl not installed")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from verl.trainer.ppo import core_algos

@@ -283,7 +283,6 @@ async def test_results_shows_a_summary_and_compares_two_files(tmp_path):
 
 
 async def test_config_edit_shows_the_validation_message(tmp_path, monkeypatch):
-    pytest.importorskip("core.training.config")
     monkeypatch.chdir(tmp_path)  # ctrl+s saves into the working folder
     app = CockpitApp(runs_root=tmp_path / "runs")
     async with app.run_test(size=(120, 40)) as pilot:
@@ -330,7 +329,6 @@ def _train_is_built() -> bool:
 
 @pytest.mark.slow
 async def test_launch_a_ci_fast_run_and_watch_steps_arrive(tmp_path):
-    pytest.importorskip("core.training.config")
     if not _train_is_built():
         pytest.skip("'devops-rl train' is not built yet")
     app = CockpitApp(runs_root=tmp_path / "runs")
@@ -691,7 +689,6 @@ async def test_chart_keys_change_smoothing_scale_and_zoom(tmp_path):
 
 
 async def test_config_edit_box_follows_undo_and_preset_changes_and_a_missing_model_is_a_problem(tmp_path):
-    pytest.importorskip("core.training.config")
     app = CockpitApp(runs_root=tmp_path / "runs")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("3")

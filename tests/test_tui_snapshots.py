@@ -217,7 +217,6 @@ def test_dataset_screen(snap_compare, frozen, monkeypatch, size):
 
 @pytest.mark.parametrize("size", SIZES)
 def test_config_screen(snap_compare, frozen, size):
-    pytest.importorskip("core.training.config")
 
     async def shaped(pilot):
         await pilot.press("3")

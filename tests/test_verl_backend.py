@@ -17,8 +17,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytest.importorskip("verl")
-
 REPO = Path(__file__).resolve().parents[1]
 PRESETS = ("default", "ci-fast", "single-gpu")
 

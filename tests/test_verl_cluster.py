@@ -22,9 +22,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("verl")
-pytest.importorskip("ray")
-
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]

@@ -215,7 +215,6 @@ def test_pump_copies_verl_metrics_adds_host_figures_and_turns_them_into_events(t
     from core.runs import metric_rows, read_jsonl
     from core.training.verl_backend.launch import LATEST_CHECKPOINT, MetricsPump
 
-    pytest.importorskip("verl")
     cfg, run = _run_dir(tmp_path)
     verl_dir = run.path / "verl"
     verl_dir.mkdir()
@@ -254,7 +253,6 @@ def test_a_fixture_run_reads_in_tail_and_runs_list(tmp_path, monkeypatch, capsys
     from core.runs import list_runs
     from core.training.verl_backend.launch import MetricsPump
 
-    pytest.importorskip("verl")
     cfg, run = _run_dir(tmp_path)
     verl_dir = run.path / "verl"
     verl_dir.mkdir()
