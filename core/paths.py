@@ -20,27 +20,24 @@ def runs_root() -> Path:
     return Path(os.environ.get(RUNS_DIR_ENV) or "runs")
 
 
+def _user_dir(env: str, kind: str) -> Path:
+    """The folder `$env` names, else the platform's user `kind` folder ("cache" or "log") for devops-rl."""
+    configured = os.environ.get(env)
+    if configured:
+        return Path(configured)
+    import platformdirs
+
+    return Path(getattr(platformdirs, f"user_{kind}_dir")("devops-rl"))
+
+
 def cache_dir() -> Path:
     """The user cache folder (built-in tiny model, SFT warm-start), created on demand; UserError when it cannot be."""
-    configured = os.environ.get(CACHE_DIR_ENV)
-    if configured:
-        path = Path(configured)
-    else:
-        import platformdirs
-
-        path = Path(platformdirs.user_cache_dir("devops-rl"))
-    return writable_dir(path, f"the cache folder (${CACHE_DIR_ENV})")
+    return writable_dir(_user_dir(CACHE_DIR_ENV, "cache"), f"the cache folder (${CACHE_DIR_ENV})")
 
 
 def log_dir() -> Path:
     """Folder for the log file of commands that are not tied to a run; OSError when it cannot be made."""
-    configured = os.environ.get(LOG_DIR_ENV)
-    if configured:
-        path = Path(configured)
-    else:
-        import platformdirs
-
-        path = Path(platformdirs.user_log_dir("devops-rl"))
+    path = _user_dir(LOG_DIR_ENV, "log")
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -98,13 +98,7 @@ class CockpitApp(App[None]):
     def open_run(self, path: Path) -> None:
         """Show `path` (a run folder or a metrics JSONL) on the Live screen."""
         self.run_target = Path(path)
-        try:
-            stack = self.get_screen_stack("live")
-        except KeyError:
-            stack = []
-        if stack:
-            stack[0].attach(self.run_target)  # an existing Live screen switches runs
-        self.switch_mode("live")  # a new one attaches to `run_target` when it mounts
+        self._show_mode("live", lambda screen: screen.attach(self.run_target))
 
     def on_open_run(self, message: OpenRun) -> None:
         self.open_run(message.path)
@@ -112,13 +106,18 @@ class CockpitApp(App[None]):
     def compare_runs(self, paths: list[Path]) -> None:
         """Show these runs side by side on the Compare screen."""
         self.compare_targets = [Path(p) for p in paths]
+        self._show_mode("compare", lambda screen: screen.show_runs(self.compare_targets))
+
+    def _show_mode(self, mode: str, update) -> None:
+        """Switch to `mode`: a screen already there gets `update(screen)` (it switches runs), a new one reads the
+        app's target when it mounts."""
         try:
-            stack = self.get_screen_stack("compare")
+            stack = self.get_screen_stack(mode)
         except KeyError:
             stack = []
         if stack:
-            stack[0].show_runs(self.compare_targets)  # an existing Compare screen switches runs
-        self.switch_mode("compare")
+            update(stack[0])
+        self.switch_mode(mode)
 
     def register_launch(self, run: LaunchedRun) -> None:
         self.launched[run.path] = run

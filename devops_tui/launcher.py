@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import UserError
-from core.runs import describe_holder, lock_holder, new_run_id, stop_process
+from core.runs import describe_holder, lock_holder, new_run_id, stop_child
 
 
 def train_command(mode: str, run_dir: Path, config_file: Path | None = None) -> list[str]:
@@ -44,16 +44,9 @@ class LaunchedRun:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def _exited_within(self, timeout: float) -> bool:
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
-
     def stop(self) -> int | None:
-        """Stop the run's process group the agreed way (`core.runs.stop_process`); returns its exit code."""
-        stop_process(self.pid, group=True, wait=self._exited_within)
+        """Stop the run's process group the agreed way (`core.runs.stop_child`); returns its exit code."""
+        stop_child(self.process)
         return self.process.poll()
 
     def console_tail(self, n: int = 5) -> list[str]:

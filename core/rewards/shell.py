@@ -101,10 +101,7 @@ def _word(text: str, at: int) -> tuple[int, str, list[str]]:
                     out.append(text[at + 1])
                     at += 2
                 elif text.startswith("$(", at):
-                    close = _dollar_paren(text, at)
-                    out.append(text[at:close])
-                    inner.append(text[at + 2:close - 1])
-                    at = close
+                    at = _substitution(text, at, out, inner)
                 else:
                     out.append(text[at])
                     at += 1
@@ -115,14 +112,19 @@ def _word(text: str, at: int) -> tuple[int, str, list[str]]:
             out.append(text[at + 1])
             at += 2
         elif text.startswith("$(", at):
-            close = _dollar_paren(text, at)
-            out.append(text[at:close])
-            inner.append(text[at + 2:close - 1])
-            at = close
+            at = _substitution(text, at, out, inner)
         else:
             out.append(char)
             at += 1
     return at, "".join(out), inner
+
+
+def _substitution(text: str, at: int, out: list[str], inner: list[str]) -> int:
+    """The `$(...)` at `at`: kept whole in the word, its command noted for its own check; returns where it ends."""
+    close = _dollar_paren(text, at)
+    out.append(text[at:close])
+    inner.append(text[at + 2:close - 1])
+    return close
 
 
 def _dollar_paren(text: str, at: int) -> int:

@@ -19,7 +19,7 @@ from core.runs.folder import (
 )
 from core.runs.health import Alert, HealthMonitor, Thresholds, by_severity, run_alerts
 from core.runs.lock import LOCK_FILE, RunLock, describe_holder, lock_holder
-from core.runs.process import STOP_GRACE_S, local_pid, on_this_host, pid_alive, stop_process
+from core.runs.process import STOP_GRACE_S, local_pid, on_this_host, pid_alive, stop_child, stop_process
 from core.runs.reading import FileTail, last_step, metric_rows, parse_record, read_jsonl
 from core.runs.resolve import find_run, resolve_run
 from core.runs.summary import (
@@ -43,5 +43,5 @@ __all__ = [
     "RunDirectory", "RunLock", "RunSummary", "Thresholds", "append_jsonl", "by_severity", "describe_holder",
     "find_run", "last_step", "list_runs", "local_pid", "lock_holder", "metric_rows", "new_run_id", "now_iso",
     "on_this_host", "parse_record", "pid_alive", "planned_steps", "read_jsonl", "read_meta", "resolve_run",
-    "reward_of", "run_alerts", "run_alive", "run_status", "status_text", "stop_process", "summarize",
+    "reward_of", "run_alerts", "run_alive", "run_status", "status_text", "stop_child", "stop_process", "summarize",
 ]

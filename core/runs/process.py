@@ -93,3 +93,18 @@ def stop_process(pid: int, *, group: bool = False, wait: Callable[[float], bool]
             return True
         log.warning("process %d still running %.0f s after %s; escalating", pid, timeout, signal.Signals(sig).name)
     return False
+
+
+def stop_child(child, *, group: bool = True, grace_s: float = STOP_GRACE_S) -> bool:
+    """`stop_process` for a `subprocess.Popen` child of this process (waited on, so it is reaped);
+    `group` (the default) signals the process group a child started with `start_new_session=True` leads."""
+    import subprocess
+
+    def exited_within(timeout: float) -> bool:
+        try:
+            child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    return stop_process(child.pid, group=group, wait=exited_within, grace_s=grace_s)

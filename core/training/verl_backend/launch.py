@@ -22,6 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.errors import UserError
+from core.runs import stop_child
+from core.training.signals import StopRequest
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +35,6 @@ VAL_SCORE_KEY = "val/score/mean"  # the native backend's validation key, so view
 EXIT_RAY = 3  # the child's exit code when Ray could not start
 RAY_TOKEN_HINT = ("the cluster wants its token; export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH "
                   "(from 'ray get-auth-token' on its head; docs/gpu.md)")
-STOP_GRACE_S, TERM_GRACE_S = 60.0, 15.0
 ROLLOUT_SETTLE_S = 2.0  # a rollout dump untouched this long is complete
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # Ray colours its error headers and worker prefixes
 
@@ -257,20 +258,6 @@ def _last_error_line(log_path: Path) -> str:
     return next((text[-300:] for text in reversed(lines) if text), "see train.log")
 
 
-def _stop_child(child: subprocess.Popen) -> None:
-    """SIGINT to the child's process group (verl/Ray shut down), then SIGTERM, then SIGKILL."""
-    for sig, grace in ((signal.SIGINT, STOP_GRACE_S), (signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(child.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            child.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            log.warning("verl child %d still running after %s; escalating", child.pid, signal.Signals(sig).name)
-
-
 def _die_with_parent() -> None:
     """In the child before exec: SIGTERM it if this process dies (SIGKILL, crash), so verl never runs orphaned."""
     import ctypes
@@ -279,21 +266,6 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-
-
-def _interrupt_on_sigterm(received: list[str]) -> Callable[[], None]:
-    """Make SIGTERM (the cockpit's stop) behave like Ctrl-C while we watch verl; returns the undo."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def handler(signum, frame):
-        received.append(signal.Signals(signum).name)
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 def resume_step(composed, checkpoints: Path) -> int | None:
@@ -386,25 +358,24 @@ def run_verl_training(cfg, *, mode: str, run_dir, resume: bool = False, ray_addr
     run_dir.update_meta(pid=os.getpid(), child_pid=child.pid)
     run_dir.resume_started()  # from here a failure is the run's own, not a failed resume attempt
     stopped_by = stalled = None
-    received: list[str] = []
-    restore = _interrupt_on_sigterm(received)
     try:
-        while child.poll() is None:
-            pump.poll()
-            stalled = watchdog.poll(stepped=pump.last_step is not None)
-            if stalled:
-                log.error("verl: %s; stopping it", stalled)
-                _stop_child(child)
-                break
-            time.sleep(poll_interval)
-    except KeyboardInterrupt:
-        stopped_by = received[-1] if received else "SIGINT"
-        log.info("verl: stopping (%s); waiting for Ray to shut down", stopped_by)
-        _stop_child(child)
+        with StopRequest(interrupt=True) as stop:  # SIGTERM (the cockpit's stop) acts like Ctrl-C
+            try:
+                while child.poll() is None:
+                    pump.poll()
+                    stalled = watchdog.poll(stepped=pump.last_step is not None)
+                    if stalled:
+                        log.error("verl: %s; stopping it", stalled)
+                        stop_child(child)
+                        break
+                    time.sleep(poll_interval)
+            except KeyboardInterrupt:
+                stopped_by = stop.signal_name or "SIGINT"
+                log.info("verl: stopping (%s); waiting for Ray to shut down", stopped_by)
+                stop_child(child)  # SIGINT to its group (verl and Ray shut down), then SIGTERM, then SIGKILL
     finally:
-        restore()
         if child.poll() is None:
-            _stop_child(child)
+            stop_child(child)
     pump.poll(final=True)  # what verl wrote last
     return _finish(run_dir, verl_dir, child.returncode, stopped_by, pump.last_step, stalled)
 
