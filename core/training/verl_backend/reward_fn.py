@@ -2,7 +2,7 @@
 dimension and penalty, which verl keeps per sample as `reward_extra_info`.
 
 verl loads this file by path (`reward.custom_reward_function.path`) in its reward workers; it is the
-same scoring the native backend runs (`core.training.native.score_one`), per-type weights included.
+same scoring the native backend runs (`core.rewards.pool.score_one`), per-type weights included.
 """
 
 from __future__ import annotations
