@@ -77,7 +77,8 @@ def _stop_strings() -> list[dict]:
     for i in range(ROUNDS + 1):  # the first round warms up
         tc, nc = seconds(Sampling(max_tokens=STOP_BUDGET, temperature=0.0, stop=never))
         tp, np_ = seconds(Sampling(max_tokens=STOP_BUDGET, temperature=0.0))
-        ts, _ = seconds(Sampling(max_tokens=STOP_BUDGET, temperature=0.0, stop=("\n",)))  # greedy tiny answers start with a newline
+        # greedy tiny answers start with a newline
+        ts, _ = seconds(Sampling(max_tokens=STOP_BUDGET, temperature=0.0, stop=("\n",)))
         if i:
             checked.append(nc / tc)
             plain.append(np_ / tp)
@@ -86,7 +87,8 @@ def _stop_strings() -> list[dict]:
     c, p, s, u = (statistics.median(v) for v in (checked, plain, stopped, unstopped))
     return [
         {"benchmark": "agent", "figure": f"serve: tok/s with 4 stop strings checked ({STOP_BUDGET} tok, greedy)",
-         "value": round(c, 1), "unit": "tok/s", "peer": f"no stop strings: {p:.1f} tok/s", "ratio": round(c / p, 2), "goal": ">= 0.9x"},
+         "value": round(c, 1), "unit": "tok/s", "peer": f"no stop strings: {p:.1f} tok/s", "ratio": round(c / p, 2),
+         "goal": ">= 0.9x"},
         {"benchmark": "agent", "figure": f"serve: answer whose stop string comes first ({STOP_BUDGET}-token budget)",
          "value": round(s * 1000, 1), "unit": "ms", "peer": f"same request without it: {u * 1000:.0f} ms",
          "ratio": round(s / u, 3), "goal": "stops at once, lock released"},
@@ -98,7 +100,8 @@ class _SlowEndpoint:
 
     def __init__(self, answer: str) -> None:
         payload = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                              "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+                              "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
+                                           "finish_reason": "stop"}],
                               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
 
         class Handler(BaseHTTPRequestHandler):

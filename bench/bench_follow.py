@@ -117,7 +117,7 @@ def run() -> list[dict]:
         })
         rows.append({
             "benchmark": "follow",
-            "figure": "new step -> printed (worst of %d)" % len(ours_s),
+            "figure": f"new step -> printed (worst of {len(ours_s)})",
             "value": round(max(ours_s) * 1000, 1),
             "unit": "ms",
             "peer": f"tail -F: {max(peer_s) * 1000:.1f} ms",

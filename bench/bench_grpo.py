@@ -94,7 +94,8 @@ def trl_side() -> dict:
     rows = [{"prompt": r["prompt"], "task_json": json.dumps(r["task"])} for r in records] * (WARMUP + STEPS)
 
     def reward(completions, task_json, **_):
-        return [score(c[0]["content"] if isinstance(c, list) else c, json.loads(t)).final_reward for c, t in zip(completions, task_json)]
+        return [score(c[0]["content"] if isinstance(c, list) else c, json.loads(t)).final_reward
+                for c, t in zip(completions, task_json)]
 
     times: list[float] = []
     gen_times: list[float] = []
@@ -146,7 +147,8 @@ def _side(name: str) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     env.setdefault("DEVOPS_RL_CACHE_DIR", str(Path(tempfile.gettempdir()) / "devops-rl-bench-cache"))
     env.setdefault("DEVOPS_RL_LOG_DIR", tempfile.mkdtemp(prefix="devops-rl-bench-logs-"))
-    out = subprocess.run([sys.executable, __file__, "--side", name], cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    out = subprocess.run([sys.executable, __file__, "--side", name], cwd=REPO, env=env, capture_output=True, text=True,
+                         check=False)
     if out.returncode != 0:
         raise RuntimeError(f"{name} side failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -157,16 +159,19 @@ def run() -> list[dict]:
     ratio = trl["step_s"] / ours["step_s"]
     share = ours["share"]
     return [
-        {"benchmark": "grpo", "figure": f"seconds per GRPO step ({PROMPTS}x{N}, {NEW_TOKENS} tok)", "value": round(ours["step_s"], 3),
-         "unit": "s", "peer": f"TRL GRPOTrainer: {trl['step_s']:.3f} s", "ratio": round(ratio, 2), "goal": f">= {GOAL}x faster"},
+        {"benchmark": "grpo", "figure": f"seconds per GRPO step ({PROMPTS}x{N}, {NEW_TOKENS} tok)",
+         "value": round(ours["step_s"], 3), "unit": "s", "peer": f"TRL GRPOTrainer: {trl['step_s']:.3f} s",
+         "ratio": round(ratio, 2), "goal": f">= {GOAL}x faster"},
         {"benchmark": "grpo", "figure": "generation tokens/s", "value": round(ours["gen_tok_s"], 1), "unit": "tok/s",
          "peer": f"TRL: {trl['gen_tok_s']:.1f}", "ratio": round(ours["gen_tok_s"] / trl["gen_tok_s"], 2), "goal": ""},
         {"benchmark": "grpo", "figure": "update tokens/s (prompt+response)", "value": round(ours["update_tok_s"], 1),
-         "unit": "tok/s", "peer": f"TRL: {trl['update_tok_s']:.1f}", "ratio": round(ours["update_tok_s"] / trl["update_tok_s"], 2), "goal": ""},
+         "unit": "tok/s", "peer": f"TRL: {trl['update_tok_s']:.1f}",
+         "ratio": round(ours["update_tok_s"] / trl["update_tok_s"], 2), "goal": ""},
         {"benchmark": "grpo", "figure": "peak RSS", "value": round(ours["peak_rss_mb"], 0), "unit": "MB",
          "peer": f"TRL: {trl['peak_rss_mb']:.0f} MB", "ratio": round(ours["peak_rss_mb"] / trl["peak_rss_mb"], 2), "goal": ""},
         {"benchmark": "grpo", "figure": "native step: gen / update / reward share", "value":
-         f"{share['gen']:.0%} / {share['update']:.0%} / {share['reward']:.0%}", "unit": "", "peer": "", "ratio": None, "goal": ""},
+         f"{share['gen']:.0%} / {share['update']:.0%} / {share['reward']:.0%}", "unit": "", "peer": "", "ratio": None,
+         "goal": ""},
     ]
 
 

@@ -57,7 +57,9 @@ def _bash_block(rng: random.Random, name: str) -> str:
     return (
         "```bash\nset -euo pipefail\n"
         f"kubectl -n ns{rng.randint(1, 50)} rollout status deploy/{name} --timeout={rng.randint(60, 600)}s\n"
-        f"for i in $(seq 1 {rng.randint(3, 9)}); do\n  curl -fsS https://{name}.example.com/healthz && break\n  sleep $((i * 2))\ndone\n"
+        f"for i in $(seq 1 {rng.randint(3, 9)}); do\n"
+        f"  curl -fsS https://{name}.example.com/healthz && break\n"
+        "  sleep $((i * 2))\ndone\n"
         "```\n"
     )
 

@@ -89,7 +89,8 @@ def _pump_rows() -> list[dict]:
         copied = pump.poll()
         pump_s = time.perf_counter() - started
     assert copied == PUMP_STEPS
-    return [{"benchmark": "verl", "figure": f"pump {PUMP_STEPS} steps into the run folder", "value": round(pump_s * 1000 / PUMP_STEPS, 3),
+    return [{"benchmark": "verl", "figure": f"pump {PUMP_STEPS} steps into the run folder",
+             "value": round(pump_s * 1000 / PUMP_STEPS, 3),
              "unit": "ms/step", "peer": f"verl FileLogger write: {write_s * 1000 / PUMP_STEPS:.3f} ms/step",
              "ratio": round(pump_s / write_s, 2), "goal": "< 1 s/step (a verl step takes many s)"}]
 

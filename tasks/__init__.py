@@ -127,7 +127,8 @@ def _check_task(
         if key not in ALLOWED_KEYS:
             problems.add(
                 path, key_lines.get(str(key), line),
-                f"{label}: unknown key '{key}' (allowed: {', '.join((*REQUIRED_KEYS, 'rubric'))}){did_you_mean(str(key), ALLOWED_KEYS)}",
+                f"{label}: unknown key '{key}' (allowed: {', '.join((*REQUIRED_KEYS, 'rubric'))})"
+                f"{did_you_mean(str(key), ALLOWED_KEYS)}",
             )
     required = REQUIRED_KEYS if require_reference else REQUIRED_KEYS[:-1]
     for key in required:
@@ -139,11 +140,14 @@ def _check_task(
 
     task_id, task_type, difficulty = data.get("id"), data.get("type"), data.get("difficulty")
     if "id" in data and not (isinstance(task_id, str) and ID_PATTERN.match(task_id)):
-        problems.add(path, at("id"), f"{label}: key 'id': {task_id!r} must be lowercase letters, digits, '-' or '_' (2-64 chars)")
+        problems.add(path, at("id"),
+                     f"{label}: key 'id': {task_id!r} must be lowercase letters, digits, '-' or '_' (2-64 chars)")
     if "type" in data and task_type not in TASK_TYPES:
-        problems.add(path, at("type"), f"{label}: key 'type': unknown type {task_type!r} (one of {', '.join(TASK_TYPES)}){did_you_mean(str(task_type), TASK_TYPES)}")
+        problems.add(path, at("type"), f"{label}: key 'type': unknown type {task_type!r} (one of {', '.join(TASK_TYPES)})"
+                                       f"{did_you_mean(str(task_type), TASK_TYPES)}")
     if "difficulty" in data and difficulty not in DIFFICULTIES:
-        problems.add(path, at("difficulty"), f"{label}: key 'difficulty': {difficulty!r} must be one of {', '.join(DIFFICULTIES)}{did_you_mean(str(difficulty), DIFFICULTIES)}")
+        problems.add(path, at("difficulty"), f"{label}: key 'difficulty': {difficulty!r} must be one of {', '.join(DIFFICULTIES)}"
+                                             f"{did_you_mean(str(difficulty), DIFFICULTIES)}")
     desc = data.get("desc")
     if "desc" in data and not (isinstance(desc, str) and desc.strip()):
         problems.add(path, at("desc"), f"{label}: key 'desc': must be a non-empty string (the prompt)")
@@ -153,7 +157,8 @@ def _check_task(
         if not isinstance(outputs, list) or not all(isinstance(o, str) and o.strip() for o in outputs):
             problems.add(path, at("expected_outputs"), f"{label}: key 'expected_outputs': must be a list of non-empty strings")
         elif not low <= len(outputs) <= high:
-            problems.add(path, at("expected_outputs"), f"{label}: key 'expected_outputs': has {len(outputs)} items, needs {low} to {high}")
+            problems.add(path, at("expected_outputs"),
+                         f"{label}: key 'expected_outputs': has {len(outputs)} items, needs {low} to {high}")
     reference = data.get("reference_answer")
     if reference is not None and not (isinstance(reference, str) and reference.strip()):
         problems.add(path, at("reference_answer"), f"{label}: key 'reference_answer': must be a non-empty string")
@@ -235,7 +240,8 @@ def _load(paths: Iterable[Path | str] | None, *, strict: bool = False) -> tuple[
             if task is None:
                 continue
             if task.id in first_seen:
-                problems.add(path, item_node.start_mark.line + 1, f"task '{task.id}': duplicate id (first defined at {first_seen[task.id]}); rename one")
+                problems.add(path, item_node.start_mark.line + 1,
+                             f"task '{task.id}': duplicate id (first defined at {first_seen[task.id]}); rename one")
                 continue
             first_seen[task.id] = task.source
             tasks.append(task)

@@ -145,7 +145,8 @@ class ChatEndpoint:
                 else:
                     self._send(200, json.dumps({
                         "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": outer.text}, "finish_reason": "stop"}],
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": outer.text},
+                                     "finish_reason": "stop"}],
                         "usage": {"prompt_tokens": 11, "completion_tokens": 22, "total_tokens": 33}}).encode())
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -165,9 +165,11 @@ def test_unreachable_port_is_one_line_after_retries(no_keys):
 
 
 @pytest.mark.parametrize("body, content_type, fragment", [
-    (b"<html><body>502 Bad Gateway</body></html>", "text/html", "HTTP 200 but the answer is not JSON (text/html): '<html><body>502"),
+    (b"<html><body>502 Bad Gateway</body></html>", "text/html",
+     "HTTP 200 but the answer is not JSON (text/html): '<html><body>502"),
     (b'{"choices": [', "application/json", "HTTP 200 but the answer is not JSON (application/json)"),
-    (b'{"id": "x", "object": "chat.completion"}', "application/json", "HTTP 200 but not a chat completion: choices: field required"),
+    (b'{"id": "x", "object": "chat.completion"}', "application/json",
+     "HTTP 200 but not a chat completion: choices: field required"),
     (b'{"choices": []}', "application/json", "HTTP 200 but not a chat completion: 'choices' is empty"),
     (b'{"choices": [{"message": "hi"}]}', "application/json", "not a chat completion: choices.0.message"),
     (b'{"choices": [{"message": {"content": 5}}]}', "application/json", "not a chat completion: choices.0.message.content"),

@@ -20,7 +20,8 @@ import pytest
 
 from tests.conftest import REPO, assert_user_error
 
-ANSWER = "## Plan\n1. CI with tests and a Trivy scan.\n2. Kubernetes Deployment with probes and RBAC.\n3. Prometheus alerts and a runbook.\n"
+ANSWER = ("## Plan\n1. CI with tests and a Trivy scan.\n2. Kubernetes Deployment with probes and RBAC.\n"
+          "3. Prometheus alerts and a runbook.\n")
 EVAL_POINTS = 20
 SERVE_POINTS = 20
 TASKS = 8

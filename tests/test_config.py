@@ -94,7 +94,8 @@ def test_precedence_preset_then_file_then_set(tmp_path):
 
 @pytest.mark.parametrize(("text", "expected"), [
     ("a.b=16", 16), ("a.b=1e-6", 1e-6), ("a.b=2.5", 2.5), ("a.b=true", True), ("a.b=null", None),
-    ("a.b=[console, file]", ["console", "file"]), ("a.b=builtin:tiny", "builtin:tiny"), ("a.b=Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-7B"),
+    ("a.b=[console, file]", ["console", "file"]), ("a.b=builtin:tiny", "builtin:tiny"),
+    ("a.b=Qwen/Qwen2.5-7B", "Qwen/Qwen2.5-7B"),
 ])
 def test_set_values_are_typed_like_yaml(text, expected):
     assert parse_override(text) == ("a.b", expected)
@@ -152,29 +153,35 @@ def test_unknown_key_error_names_file_line_and_suggestion(tmp_path):
 # ---- bad configs through the CLI: exit 2, one line ---------------------------------------------
 
 BAD_FILES = {
-    "unknown_key": ("data:\n  train_bach_size: 8\n", "c.yaml:2: data.train_bach_size: unknown key under data; did you mean 'train_batch_size'?"),
+    "unknown_key": ("data:\n  train_bach_size: 8\n",
+                    "c.yaml:2: data.train_bach_size: unknown key under data; did you mean 'train_batch_size'?"),
     "unknown_section": ("algoritm:\n  adv_estimator: grpo\n", "c.yaml:1: algoritm: unknown key; did you mean 'algorithm'?"),
     "bad_type": ("data:\n  train_batch_size: lots\n", "c.yaml:2: data.train_batch_size: 'lots': Input should be a valid integer"),
-    "bad_choice": ("algorithm:\n  adv_estimator: grop\n", "c.yaml:2: algorithm.adv_estimator: 'grop': unknown advantage estimator; did you mean 'grpo'?"),
+    "bad_choice": ("algorithm:\n  adv_estimator: grop\n",
+                   "c.yaml:2: algorithm.adv_estimator: 'grop': unknown advantage estimator; did you mean 'grpo'?"),
     "negative_batch": ("data:\n  train_batch_size: -4\n", "c.yaml:2: data.train_batch_size: -4: Input should be greater than 0"),
     "yaml_syntax": ("data:\n  train_batch_size: [8\n", "c.yaml:3: YAML syntax error"),
     "duplicate_key": ("data:\n  train_batch_size: 8\n  shuffle: true\n  train_batch_size: 4\n",
                       "c.yaml:4: data.train_batch_size: written twice in the same mapping"),
     "not_a_mapping": ("- 1\n- 2\n", "c.yaml: a config must be a YAML mapping"),
     "mini_over_batch": ("data:\n  train_batch_size: 4\nactor_rollout_ref:\n  actor:\n    ppo_mini_batch_size: 16\n",
-                        "c.yaml:5: actor_rollout_ref.actor.ppo_mini_batch_size: 16: larger than data.train_batch_size (4); set it <= 4"),
+                        "c.yaml:5: actor_rollout_ref.actor.ppo_mini_batch_size: 16: larger than data.train_batch_size (4); "
+                        "set it <= 4"),
     "micro_over_mini": ("actor_rollout_ref:\n  actor:\n    ppo_mini_batch_size: 2\n    ppo_micro_batch_size_per_gpu: 16\n",
                         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: 16: larger than the mini-batch per GPU (8"),
-    "n_one_grpo": ("actor_rollout_ref:\n  rollout:\n    n: 1\n", "c.yaml:3: actor_rollout_ref.rollout.n: 1: grpo compares the responses"),
-    "clip_low": ("actor_rollout_ref:\n  actor:\n    clip_ratio_low: 1.5\n", "actor_rollout_ref.actor.clip_ratio_low: 1.5: must be in (0, 1)"),
+    "n_one_grpo": ("actor_rollout_ref:\n  rollout:\n    n: 1\n",
+                   "c.yaml:3: actor_rollout_ref.rollout.n: 1: grpo compares the responses"),
+    "clip_low": ("actor_rollout_ref:\n  actor:\n    clip_ratio_low: 1.5\n",
+                 "actor_rollout_ref.actor.clip_ratio_low: 1.5: must be in (0, 1)"),
     "lr_zero": ("actor_rollout_ref:\n  actor:\n    optim:\n      lr: 0\n", "actor_rollout_ref.actor.optim.lr: 0.0: must be > 0"),
-    "gpus_divide": ("data:\n  train_batch_size: 3\nactor_rollout_ref:\n  rollout:\n    n: 3\n  actor:\n    ppo_mini_batch_size: 3\n"
-                    "    ppo_micro_batch_size_per_gpu: 1\ntrainer:\n  n_gpus_per_node: 2\n",
+    "gpus_divide": ("data:\n  train_batch_size: 3\nactor_rollout_ref:\n  rollout:\n    n: 3\n"
+                    "  actor:\n    ppo_mini_batch_size: 3\n    ppo_micro_batch_size_per_gpu: 1\ntrainer:\n  n_gpus_per_node: 2\n",
                     "data.train_batch_size: 3: train_batch_size x rollout.n = 9 is not divisible by the 2 GPUs"),
     "save_freq": ("trainer:\n  total_training_steps: 20\n  save_freq: 50\n  test_freq: 5\n",
                   "trainer.save_freq: 50: larger than the run's 20 total steps"),
     "context": ("data:\n  max_prompt_length: 30000\n  max_response_length: 4096\n",
-                "data.max_response_length: 4096: max_prompt_length + max_response_length = 34096 exceeds the model's context of 32768"),
+                "data.max_response_length: 4096: max_prompt_length + max_response_length = 34096 "
+                "exceeds the model's context of 32768"),
 }
 
 

@@ -92,7 +92,8 @@ def test_micro_batches_normalised_by_the_mini_batch_add_up_to_the_whole():
     _, _, loss, mask = _random_batch(3)
     for mode in LOSS_AGG_MODES:
         whole = ours.agg_loss(loss, mask, mode)
-        kwargs = {"batch_num_tokens": mask.sum(), "global_batch_size": (mask.sum(-1) > 0).sum(), "loss_scale_factor": mask.shape[-1]}
+        kwargs = {"batch_num_tokens": mask.sum(), "global_batch_size": (mask.sum(-1) > 0).sum(),
+                  "loss_scale_factor": mask.shape[-1]}
         parts = sum(ours.agg_loss(loss[i : i + 4], mask[i : i + 4], mode, **kwargs) for i in range(0, 12, 4))
         assert torch.isclose(parts, whole, atol=1e-6), mode
 
@@ -195,7 +196,8 @@ def test_policy_loss_equals_verl_in_every_agg_mode(verl_algos, mode, seed):
         t_loss, t_clip, t_kl, t_lower = core_algos.compute_policy_loss(
             old, new, adv, mask, cliprange=0.2, cliprange_low=0.2, cliprange_high=0.28, clip_ratio_c=3.0, loss_agg_mode=mode
         )
-    loss, m = ours.compute_policy_loss(old, new, adv, mask, clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_c=3.0, loss_agg_mode=mode)
+    loss, m = ours.compute_policy_loss(old, new, adv, mask, clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_c=3.0,
+                                       loss_agg_mode=mode)
     assert torch.allclose(loss, t_loss, atol=1e-6)
     assert torch.allclose(m["pg_clipfrac"], t_clip) and torch.allclose(m["ppo_kl"], t_kl)
     assert torch.allclose(m["pg_clipfrac_lower"], t_lower)

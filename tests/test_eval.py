@@ -267,7 +267,8 @@ def test_progress_is_a_bar_on_a_terminal(endpoint, tmp_path):
     (("application/json", b'{"id": "x", "choices": [{"index": 0'), "the answer is not JSON (application/json)"),
     (("application/json", b'{"id": "x", "object": "chat.completion"}'), "not a chat completion: choices: field required"),
 ])
-def test_an_endpoint_that_does_not_answer_chat_completions_fails_each_task_never_scores_it(endpoint, tmp_path, capsys, raw, fragment):
+def test_an_endpoint_that_does_not_answer_chat_completions_fails_each_task_never_scores_it(
+        endpoint, tmp_path, capsys, raw, fragment):
     server = endpoint(raw=raw)
     assert _eval("--base-url", server.base_url, "--model", "m", "--limit", "3", "-j", "2") == 0
     data = _load(_only_results(tmp_path))
@@ -282,7 +283,8 @@ def test_an_endpoint_that_does_not_answer_chat_completions_fails_each_task_never
 def test_json_output_is_only_json_on_stdout(endpoint, tmp_path):
     server = endpoint(fail=lambda desc, n: n == 1 and "Terraform" in desc)
     result = subprocess.run([sys.executable, "-m", "core.cli.main", "eval", "--base-url", server.base_url, "--model", "m",
-                             "--limit", "4", "--retries", "0", "--json"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                             "--limit", "4", "--retries", "0", "--json"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)  # what `| jq` reads: nothing else on stdout
     assert report["summary"]["count"] + report["summary"]["failures"] == 4

@@ -15,7 +15,8 @@ def test_masks_key_shapes_and_environment_secrets(monkeypatch):
         "Authorization: Bearer eyJhbGciOi.x.y password: hunter22 env my-very-private-value-42"
     )
     masked = mask_secrets(text)
-    for secret in ("sk-proj-AbCdEf0123456789xyz", "AKIAIOSFODNN7EXAMPLE", "abcd1234efgh", "eyJhbGciOi", "hunter22", "my-very-private-value-42"):
+    for secret in ("sk-proj-AbCdEf0123456789xyz", "AKIAIOSFODNN7EXAMPLE", "abcd1234efgh", "eyJhbGciOi", "hunter22",
+                   "my-very-private-value-42"):
         assert secret not in masked, secret
     assert "Authorization: Bearer ***" in masked and "password: ***" in masked
 
@@ -39,5 +40,6 @@ def test_file_handler_format_and_masking(tmp_path, monkeypatch):
     text = path.read_text()
     assert "sk-test-0123456789abcdef" not in text
     first = text.splitlines()[0]
-    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} \| DEBUG    \| test_file_handler_format_and_masking:\d+ \| calling endpoint with \*\*\*", first), first
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} \| DEBUG    \| "
+                    r"test_file_handler_format_and_masking:\d+ \| calling endpoint with \*\*\*", first), first
     assert "Traceback" in text

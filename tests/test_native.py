@@ -83,7 +83,8 @@ def test_mode_test_runs_one_step_and_writes_the_whole_run_folder(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     ckpt = run_dir / "checkpoints" / "global_step_1"
-    assert {"model.safetensors", "optimizer.pt", "scheduler.pt", "rng.json", "trainer_state.json"} <= {p.name for p in ckpt.iterdir()}
+    assert ({"model.safetensors", "optimizer.pt", "scheduler.pt", "rng.json", "trainer_state.json"}
+            <= {p.name for p in ckpt.iterdir()})
     AutoModelForCausalLM.from_pretrained(ckpt)
     AutoTokenizer.from_pretrained(ckpt)
 
@@ -142,7 +143,8 @@ def test_diverging_weights_stop_the_run_as_failed_and_keep_the_last_good_checkpo
     from core.training.train import config_for_mode, run_training
 
     # lr=1e6 is far outside what `validate` allows; run_training is called directly to make the weights blow up.
-    cfg = config_for_mode("test", overrides=["trainer.total_training_steps=4", "actor_rollout_ref.actor.optim.lr=1e6"], backend="torch")
+    cfg = config_for_mode("test", overrides=["trainer.total_training_steps=4", "actor_rollout_ref.actor.optim.lr=1e6"],
+                          backend="torch")
     run = RunDirectory.create(tmp_path, mode="test", backend="torch", config=cfg)
     with pytest.raises(TrainingFailed, match="NaN|nan|inf"):
         run_training(cfg, mode="test", run_dir=run)

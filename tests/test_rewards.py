@@ -208,7 +208,8 @@ def test_code_that_repeats_its_own_structure_is_not_repetition():
     windows = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
     rules = "\n".join(
         f"      - record: slo:sli_error:ratio_rate{w}\n"
-        f"        expr: sum(rate(http_requests_total{{job=\"checkout\",code=~\"5..\"}}[{w}])) / sum(rate(http_requests_total{{job=\"checkout\"}}[{w}]))\n"
+        f"        expr: sum(rate(http_requests_total{{job=\"checkout\",code=~\"5..\"}}[{w}])) / "
+        f"sum(rate(http_requests_total{{job=\"checkout\"}}[{w}]))\n"
         f"        labels: {{slo: checkout-availability, team: payments}}" for w in windows)
     answer = ("Recording rules for the multi-window burn-rate alerts of the checkout SLO:\n\n```yaml\ngroups:\n"
               "  - name: checkout-slo\n    rules:\n" + rules + "\n```\n\nThe page alert pairs 5m with 1h at 14.4x burn.")
@@ -343,7 +344,8 @@ SHELL_SCRIPTS = [
     "if [ -f x ]; then echo a; elif [ -d y ]; then echo b; else echo c; fi",
     "while read -r n; do kubectl drain \"$n\" --ignore-daemonsets; done < nodes.txt",
     "NODES=$(kubectl get nodes -o name | grep worker)\necho \"$(date) start\" | tee -a log 2>&1",
-    "for n in $(kubectl get nodes -o name); do\n  if kubectl describe \"$n\" | grep -q Ready; then\n    echo \"$n ok\"\n  fi\ndone",
+    ("for n in $(kubectl get nodes -o name); do\n  if kubectl describe \"$n\" | grep -q Ready; then\n"
+     "    echo \"$n ok\"\n  fi\ndone"),
     "docker build -t app:${{ github.sha }} . && docker push app:${{ github.sha }}",
     "export KUBECONFIG=$(mktemp) X=${Y:-z}; echo 'single \"double\"' \"a\\\"b\" \\$HOME >&2",
     "POD=$(kubectl get pods -o jsonpath='{.items[0].metadata.name}')\nkubectl logs \"$POD\" > \"logs/$(date +%s).txt\"",

@@ -205,7 +205,8 @@ def test_list_runs_and_open(tmp_path, monkeypatch):
     first.set_status("finished")
     # a run whose process died without saying so: its pid is a process that has exited
     code = ("import sys; from core.training.config import load_config; from core.runs import RunDirectory; "
-            "RunDirectory.create(sys.argv[1], mode='train', backend='verl', config=load_config(), run_id='20260102-000000-train-bbbb')")
+            "RunDirectory.create(sys.argv[1], mode='train', backend='verl', config=load_config(), "
+            "run_id='20260102-000000-train-bbbb')")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, check=True, timeout=120)
     runs = list_runs()
     assert [r.run_id for r in runs] == ["20260101-000000-ci-fast-aaaa", "20260102-000000-train-bbbb"]

@@ -117,7 +117,8 @@ def test_a_stop_string_ends_generation_and_usage_counts_only_the_answer(tiny_ser
     whole = _chat(client, max_tokens=400, **SAMPLED)
     text = whole.choices[0].message.content
     assert whole.usage.completion_tokens == 400
-    marker = next(text[i:i + 3] for i in range(len(text) // 5, len(text)) if text[i:i + 3].isalpha() and "\ufffd" not in text[i:i + 3])
+    marker = next(text[i:i + 3] for i in range(len(text) // 5, len(text))
+                  if text[i:i + 3].isalpha() and "\ufffd" not in text[i:i + 3])
     answer = _chat(client, max_tokens=400, stop=marker, **SAMPLED)
     cut = text[: text.index(marker)]
     assert answer.choices[0].message.content == cut and answer.choices[0].finish_reason == "stop"
@@ -227,7 +228,8 @@ def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 def test_serve_refuses_other_interfaces_without_a_key_and_missing_models():
     result = _cli("serve", "builtin:tiny", "--host", "0.0.0.0")
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].startswith("error: --host 0.0.0.0: serving beyond this machine needs --require-key")
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "error: --host 0.0.0.0: serving beyond this machine needs --require-key")
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "DEVOPS_RL_API_KEY")}
     result = _cli("serve", "builtin:tiny", "--require-key", env=env)
     assert result.returncode == 2 and "--require-key: set DEVOPS_RL_API_KEY or OPENAI_API_KEY" in result.stderr

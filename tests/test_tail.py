@@ -158,7 +158,8 @@ def test_tail_and_runs_show_unknown_run_give_one_line(tmp_path):
 
 def test_runs_list_and_show(tmp_path):
     code = ("import sys; from core.training.config import load_config; from core.runs import RunDirectory; "
-            "r = RunDirectory.create(sys.argv[1], mode='ci-fast', backend='torch', config=load_config('ci-fast'), run_id='20260101-000000-ci-fast-abcd'); "
+            "r = RunDirectory.create(sys.argv[1], mode='ci-fast', backend='torch', config=load_config('ci-fast'), "
+            "run_id='20260101-000000-ci-fast-abcd'); "
             "[r.log_metrics(s, {'critic/score/mean': v}) for s, v in ((1, 0.1), (2, 0.5), (3, 0.3))]; "
             "(r.checkpoints_dir / 'global_step_2').mkdir(); r.event('checkpoint', step=2); r.set_status('finished', '3 steps')")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, env=cli_env(tmp_path), check=True, timeout=120)
@@ -182,8 +183,10 @@ def test_tail_follow_on_a_terminal_draws_a_live_table(tmp_path):
     import pty
 
     code = ("import sys; from core.training.config import load_config; from core.runs import RunDirectory; "
-            "r = RunDirectory.create(sys.argv[1], mode='ci-fast', backend='torch', config=load_config('ci-fast'), run_id='done'); "
-            "[r.log_metrics(s, {'critic/score/mean': s / 8, 'actor/entropy': 1.25}) for s in (1, 2, 3)]; r.set_status('finished', 'ok')")
+            "r = RunDirectory.create(sys.argv[1], mode='ci-fast', backend='torch', config=load_config('ci-fast'), "
+            "run_id='done'); "
+            "[r.log_metrics(s, {'critic/score/mean': s / 8, 'actor/entropy': 1.25}) for s in (1, 2, 3)]; "
+            "r.set_status('finished', 'ok')")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, env=cli_env(tmp_path), check=True, timeout=120)
     leader, follower = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "core.cli.main", "tail", "done", "--follow"], cwd=REPO,

@@ -86,7 +86,8 @@ def test_valid_file_loads_with_source_line(tmp_path):
         (("  type: kubernetes", "  type: kubernets"), ":2: task 'demo-001': key 'type': unknown type 'kubernets'"),
         (("  difficulty: easy", "  difficulty: trivial"), ":3: task 'demo-001': key 'difficulty': 'trivial' must be one of"),
         (("  desc:", "  dsc:"), "unknown key 'dsc'"),
-        (("  expected_outputs: [readinessProbe, livenessProbe, rollout]", "  expected_outputs: [one]"), "has 1 items, needs 3 to 6"),
+        (("  expected_outputs: [readinessProbe, livenessProbe, rollout]", "  expected_outputs: [one]"),
+         "has 1 items, needs 3 to 6"),
         (("  reference_answer: |\n    Use HTTP probes on /healthz.\n", ""), "missing key 'reference_answer'"),
     ],
 )

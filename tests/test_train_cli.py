@@ -126,7 +126,8 @@ def test_reward_weights_of_the_config_reach_the_reward():
 
     task = load_tasks()[0].to_dict()
     answer = task["reference_answer"]
-    only_security = {task["type"]: {"security": 1.0, **{d: 0.0 for d in ("automation", "reliability", "observability", "documentation", "expected_outputs")}}}
+    only_security = {task["type"]: {"security": 1.0, **{d: 0.0 for d in ("automation", "reliability", "observability",
+                                                                         "documentation", "expected_outputs")}}}
     plain = RewardScorer(1).score([answer], [task])[0]
     weighted = RewardScorer(1, only_security).score([answer], [task])[0]
     assert plain == score(answer, task).to_dict()

@@ -160,11 +160,11 @@ async def test_quitting_asks_before_stopping_a_run_started_here(tmp_path, produc
         app = CockpitApp(runs_root=root)
         async with app.run_test(size=(100, 30)) as pilot:
             app.register_launch(LaunchedRun(path=run, process=process, console=tmp_path / "console.log"))
-            await wait_for(pilot, lambda: _meta(run).get("status") == "running", what="the run to start")
+            await wait_for(pilot, lambda run=run: _meta(run).get("status") == "running", what="the run to start")
             await pilot.press("q")
-            await wait_for(pilot, lambda: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
+            await wait_for(pilot, lambda app=app: app.screen.__class__.__name__ == "ConfirmScreen", what="the question")
             await pilot.click(f"#choice-{choice}")
-            await wait_for(pilot, lambda: app._exit_renderables is not None or not app.is_running, timeout=40,
+            await wait_for(pilot, lambda app=app: app._exit_renderables is not None or not app.is_running, timeout=40,
                            what="the app to exit")
         if choice == "leave":
             assert process.poll() is None

@@ -395,7 +395,7 @@ def test_every_verl_trainer_mode_gets_the_reward_dimension_subclass_and_verls_re
 
     before = dict(TRAINER_REGISTRY)
     assert {"sync", "colocate_async"} <= set(before)
-    for mode, verl_cls in before.items():
+    for _mode, verl_cls in before.items():
         ours = with_reward_dimensions(verl_cls)
         assert issubclass(ours, verl_cls) and ours._compute_metrics is RewardDimensionMetrics._compute_metrics
         assert ours.init is RewardDimensionMetrics.init  # start-up notes around verl's own init()

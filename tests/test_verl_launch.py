@@ -234,7 +234,7 @@ def test_pump_copies_verl_metrics_adds_host_figures_and_turns_them_into_events(t
 
     copied = list(metric_rows(read_jsonl(run.metrics_path)))
     assert [step for step, _ in copied] == [r["step"] for r in records]
-    for (step, data), record in zip(copied, records):
+    for (_step, data), record in zip(copied, records):
         assert data["gpu/0/memory_used_gb"] == 12.5  # the driver's NVML figure...
         assert data["actor/pg_loss"] == record["data"]["actor/pg_loss"]  # ...never overwrites verl's
         assert data["reward/security/mean"] == record["data"]["reward/security/mean"]

@@ -169,11 +169,14 @@ def _invalid(error: ValidationError) -> ApiError:
     if not param:
         return ApiError(HTTPStatus.BAD_REQUEST, "request body must be a JSON object", code="invalid_body")
     if kind == "extra_forbidden":
-        return ApiError(HTTPStatus.BAD_REQUEST, f"Unrecognized request argument supplied: {param}", code="unknown_parameter", param=param)
+        return ApiError(HTTPStatus.BAD_REQUEST, f"Unrecognized request argument supplied: {param}",
+                        code="unknown_parameter", param=param)
     if kind == "missing":
-        return ApiError(HTTPStatus.BAD_REQUEST, f"Missing required parameter: '{param}'", code="missing_required_parameter", param=param)
+        return ApiError(HTTPStatus.BAD_REQUEST, f"Missing required parameter: '{param}'",
+                        code="missing_required_parameter", param=param)
     message = first["msg"].removeprefix("Value error, ")
-    return ApiError(HTTPStatus.BAD_REQUEST, f"Invalid '{param}': {message} (got {first['input']!r:.80})", code="invalid_value", param=param)
+    return ApiError(HTTPStatus.BAD_REQUEST, f"Invalid '{param}': {message} (got {first['input']!r:.80})",
+                    code="invalid_value", param=param)
 
 
 def _neutral(value: Any, allowed: tuple[Any, ...]) -> bool:

@@ -197,8 +197,8 @@ class DevOpsAgent:
         cause = exc.__cause__ or exc.__context__
         reason = str(cause).splitlines()[0][:120] if cause else type(exc).__name__
         what = "timed out" if "Timeout" in type(exc).__name__ else "cannot connect"
-        return (f"{self.base_url}: {what} after {tries} {'try' if tries == 1 else 'tries'} ({mask_secrets(reason)}); is the server running? "
-                "start one with 'devops-rl serve builtin:tiny' or check --base-url")
+        return (f"{self.base_url}: {what} after {tries} {'try' if tries == 1 else 'tries'} ({mask_secrets(reason)}); "
+                "is the server running? start one with 'devops-rl serve builtin:tiny' or check --base-url")
 
     def served_models(self) -> list[str]:
         """The model ids the endpoint lists (empty when it cannot say)."""
@@ -237,7 +237,8 @@ def _read_completion(response) -> tuple[str, dict[str, int], str | None]:
         if first["type"] == "json_invalid":
             kind = response.headers.get("content-type", "no content type").split(";")[0]
             snippet = " ".join(response.text[:80].split())
-            raise EndpointError(mask_secrets(f"HTTP {response.status_code} but the answer is not JSON ({kind}): {snippet!r}")) from None
+            raise EndpointError(
+                mask_secrets(f"HTTP {response.status_code} but the answer is not JSON ({kind}): {snippet!r}")) from None
         where = ".".join(str(p) for p in first["loc"]) or "the body"
         raise EndpointError(f"HTTP {response.status_code} but not a chat completion: {where}: {first['msg'].lower()}") from None
     if not completion.choices:

@@ -54,7 +54,8 @@ def compare(a: dict, b: dict, *, top: int = 5) -> dict[str, Any]:
     return {
         "a": {"model": (a.get("settings") or {}).get("model"), "count": sa.get("count"), "failures": sa.get("failures")},
         "b": {"model": (b.get("settings") or {}).get("model"), "count": sb.get("count"), "failures": sb.get("failures")},
-        "mean_reward": {"a": sa.get("mean_reward"), "b": sb.get("mean_reward"), "delta": _delta(sa.get("mean_reward"), sb.get("mean_reward"))},
+        "mean_reward": {"a": sa.get("mean_reward"), "b": sb.get("mean_reward"),
+                        "delta": _delta(sa.get("mean_reward"), sb.get("mean_reward"))},
         "mean_reward_common": {"a": _avg([ra[t]["reward"] for t in common]), "b": _avg([rb[t]["reward"] for t in common]),
                                "delta": _avg([c["delta"] for c in changes])},
         "by_type": _table(sa.get("by_type") or {}, sb.get("by_type") or {}),
@@ -92,7 +93,8 @@ def format_comparison(result: dict, name_a: str = "A", name_b: str = "B") -> str
             lines.append(f"  {name:<26}{_num(row['a']):>8}{_num(row['b']):>8}{_num(row['delta'], True):>9}")
     for title, key in (("improved most", "improved"), ("regressed most", "regressed")):
         lines += ["", f"{title} ({result['common_tasks']} tasks in both):"]
-        lines += [f"  {c['task_id']:<26}{_num(c['a']):>8}{_num(c['b']):>8}{_num(c['delta'], True):>9}" for c in result[key]] or ["  none"]
+        lines += [f"  {c['task_id']:<26}{_num(c['a']):>8}{_num(c['b']):>8}{_num(c['delta'], True):>9}"
+                  for c in result[key]] or ["  none"]
     lines += ["", "lowest-scoring tasks in B (weakest dimension; penalties applied):"]
     for low in result["lowest"]:
         penalties = ", ".join(f"{k} {v:.2f}" for k, v in low["penalties"].items()) or "no penalties"

@@ -162,7 +162,8 @@ def run_eval(agent, task_list: list, results: ResultsFile, *, concurrency: int =
                 finished.put((task, None, exc, time.perf_counter() - t0))
                 return
 
-    threads = [threading.Thread(target=worker, name=f"eval-{i}", daemon=True) for i in range(max(1, min(concurrency, len(pending))))]
+    threads = [threading.Thread(target=worker, name=f"eval-{i}", daemon=True)
+               for i in range(max(1, min(concurrency, len(pending))))]
     for thread in threads:
         thread.start()
     try:
@@ -280,7 +281,8 @@ def evaluate(settings: EvalSettings, *, on_start: Callable[[Path, int, int, str]
             from core.agent.served_model import ServedModel, resolve_served_model
             from core.agent.server import start_server
 
-            served = ServedModel(pinned[0], pinned[1] or pinned[0].name, settings.local) if pinned else resolve_served_model(settings.local)
+            served = (ServedModel(pinned[0], pinned[1] or pinned[0].name, settings.local) if pinned
+                      else resolve_served_model(settings.local))
             log.info("loading %s from %s", served.name, served.path)
             server = start_server(LocalModel(served, device=settings.device), "127.0.0.1", 0)
             endpoint, model = server.base_url, served.name

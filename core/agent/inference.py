@@ -62,10 +62,12 @@ class LocalModel:
                 dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
                 self.model = AutoModelForCausalLM.from_pretrained(served.path, dtype=dtype).to(device)
         except (OSError, ValueError) as exc:
-            raise UserError(f"{served.path}: cannot load the model ({str(exc).splitlines()[0]}); pass a save_pretrained folder") from exc
+            raise UserError(f"{served.path}: cannot load the model ({str(exc).splitlines()[0]}); "
+                            "pass a save_pretrained folder") from exc
         self.model.eval()
         if not getattr(self.tokenizer, "chat_template", None):
-            raise UserError(f"{served.path}: the tokenizer has no chat template (tokenizer_config.json 'chat_template'); serve a chat/instruct model")
+            raise UserError(f"{served.path}: the tokenizer has no chat template (tokenizer_config.json 'chat_template'); "
+                            "serve a chat/instruct model")
         self.max_context = int(getattr(self.model.config, "max_position_embeddings", 0) or 0) or None
         self.vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
         self.stop_ids = self._stop_ids()
@@ -107,7 +109,8 @@ class LocalModel:
             max_tokens = min(max_tokens, room)
         check = StopCheck(self, sampling.stop, prompt_tokens, cancel)
         kwargs: dict[str, Any] = {"max_new_tokens": max_tokens, "eos_token_id": self.stop_ids or None,
-                                  "pad_token_id": self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else (self.stop_ids or [0])[0],
+                                  "pad_token_id": (self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None
+                                                   else (self.stop_ids or [0])[0]),
                                   "stopping_criteria": [check]}
         if sampling.presence_penalty or sampling.frequency_penalty or sampling.logit_bias:
             kwargs["logits_processor"] = [Penalties(sampling, prompt_tokens)]

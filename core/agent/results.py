@@ -236,7 +236,8 @@ def check_writable(folder: Path, what: str) -> None:
         os.close(handle)
         os.unlink(name)
     except OSError as exc:
-        raise UserError(f"{what} {folder}: cannot write there ({exc.strerror or exc}); pass --out with a folder you can write") from None
+        raise UserError(f"{what} {folder}: cannot write there ({exc.strerror or exc}); "
+                        "pass --out with a folder you can write") from None
 
 
 def find_resumable(folder: Path) -> Path | None:

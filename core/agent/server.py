@@ -99,12 +99,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         except Exception as exc:  # a bug or a model failure: answer 500 and keep serving
             log.exception("request failed")
-            self._send(HTTPStatus.INTERNAL_SERVER_ERROR, ApiError(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}",
-                                                                  kind="server_error").body())
+            self._send(HTTPStatus.INTERNAL_SERVER_ERROR,
+                       ApiError(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}", kind="server_error").body())
 
     def _model(self, model_id: str) -> None:
         if model_id != self.server.model.name:
-            raise ApiError(HTTPStatus.NOT_FOUND, f"The model `{model_id}` does not exist; this server serves `{self.server.model.name}`",
+            raise ApiError(HTTPStatus.NOT_FOUND,
+                           f"The model `{model_id}` does not exist; this server serves `{self.server.model.name}`",
                            kind="NotFoundError", code="model_not_found", param="model")
         self._send(HTTPStatus.OK, self.server.model_card())
 
@@ -200,7 +201,8 @@ class ChatServer(ThreadingHTTPServer):
         try:
             super().__init__((host, port), _Handler)
         except OSError as exc:
-            raise UserError(f"--host/--port: cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port or free it") from exc
+            raise UserError(f"--host/--port: cannot listen on {host}:{port} ({exc.strerror or exc}); "
+                            "pick another --port or free it") from exc
 
     @property
     def base_url(self) -> str:

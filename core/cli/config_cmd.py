@@ -87,7 +87,8 @@ def export(
     if output is not None:
         _check_output(output, force)
     cfg = _load(preset, None, overrides)
-    header = (f"# devops-rl training config (preset {preset}{', ' + ' '.join('--set ' + o for o in overrides) if overrides else ''}).\n"
+    header = (f"# devops-rl training config (preset {preset}"
+              f"{', ' + ' '.join('--set ' + o for o in overrides) if overrides else ''}).\n"
               "# Use it with: devops-rl train --config FILE   |   check it: devops-rl config validate FILE\n")
     problems = validate(cfg)
     if problems:
@@ -107,7 +108,8 @@ def _check_output(output: Path, force: bool) -> None:
     from core.errors import UserError, shorten
 
     if output.is_dir():
-        raise UserError(f"--output {shorten(output)}: is a folder; name the file to write, e.g. {shorten(output / 'config.yaml')}")
+        raise UserError(f"--output {shorten(output)}: is a folder; name the file to write, "
+                        f"e.g. {shorten(output / 'config.yaml')}")
     if not output.parent.is_dir():
         raise UserError(f"--output {shorten(output)}: no folder {shorten(output.parent)}; create it first")
     if output.exists() and not force:

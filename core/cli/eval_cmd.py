@@ -105,9 +105,13 @@ def _sigterm_as_interrupt():
 def eval_command(
     base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1"),
     model: str | None = typer.Option(None, "--model", help="Model name the endpoint serves (with --base-url)."),
-    local: str | None = typer.Option(None, "--local", help="Serve this in-process: builtin:tiny, a model folder, or a run id/folder."),
-    run: str | None = typer.Option(None, "--run", help="Store results in this run's eval/ folder (and serve its latest checkpoint if no endpoint is given)."),
-    split: str = typer.Option("val", "--split", help="val | train | all (as training splits them: the run's config, else the default preset)."),
+    local: str | None = typer.Option(None, "--local",
+                                     help="Serve this in-process: builtin:tiny, a model folder, or a run id/folder."),
+    run: str | None = typer.Option(None, "--run",
+                                   help="Store results in this run's eval/ folder "
+                                        "(and serve its latest checkpoint if no endpoint is given)."),
+    split: str = typer.Option("val", "--split",
+                              help="val | train | all (as training splits them: the run's config, else the default preset)."),
     task_type: str | None = typer.Option(None, "--type", help="Only tasks of this type."),
     difficulty: str | None = typer.Option(None, "--difficulty", help="Only tasks of this difficulty (easy, medium, hard)."),
     task_ids: list[str] = typer.Option([], "--task", help="Only this task id (repeatable); overrides --split."),
@@ -116,7 +120,8 @@ def eval_command(
     temperature: float | None = typer.Option(None, "--temperature", help="Sampling temperature (default 0.7)."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", help="Max tokens per answer (default 2048)."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds per request before it counts as failed (default 300)."),
-    retries: int | None = typer.Option(None, "--retries", help="Retries on 408/409/429/5xx/connection errors, with backoff (default 4)."),
+    retries: int | None = typer.Option(None, "--retries",
+                                       help="Retries on 408/409/429/5xx/connection errors, with backoff (default 4)."),
     seed: int | None = typer.Option(None, "--seed", help="Sampling seed sent with each request (servers that honour it)."),
     out: Path | None = typer.Option(None, "--out", help="Results file (.json) or folder."),
     resume: bool = typer.Option(False, "--resume", help="Complete the newest unfinished results file (or --out FILE)."),
@@ -158,10 +163,13 @@ def compare_command(
 
 
 def serve_command(
-    model: str = typer.Argument(..., help="builtin:tiny, a model folder, a run id/folder (its latest checkpoint) or a cached HF id."),
+    model: str = typer.Argument(...,
+                                help="builtin:tiny, a model folder, a run id/folder (its latest checkpoint) or a cached HF id."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback by default; others need --require-key)."),
     port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port (0 picks a free one)."),
-    require_key: bool = typer.Option(False, "--require-key", help="Require 'Authorization: Bearer <key>', the key read from DEVOPS_RL_API_KEY or OPENAI_API_KEY."),
+    require_key: bool = typer.Option(False, "--require-key",
+                                     help="Require 'Authorization: Bearer <key>', "
+                                          "the key read from DEVOPS_RL_API_KEY or OPENAI_API_KEY."),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda"),
 ) -> int:
     from core.agent.client import API_KEY_ENV_VARS, api_key_from_env
@@ -175,7 +183,8 @@ def serve_command(
         if key is None:
             raise UserError(f"--require-key: set {' or '.join(API_KEY_ENV_VARS)} to the key clients must send")
     elif host not in LOOPBACK_HOSTS:
-        raise UserError(f"--host {host}: serving beyond this machine needs --require-key (key from {' or '.join(API_KEY_ENV_VARS)})")
+        raise UserError(f"--host {host}: serving beyond this machine needs --require-key "
+                        f"(key from {' or '.join(API_KEY_ENV_VARS)})")
     _check_device(device)
     with _sigterm_as_interrupt():
         served = resolve_served_model(model)
@@ -208,5 +217,7 @@ def _close_server(server) -> None:
 
 def register(app: typer.Typer) -> None:
     app.command("eval", help=EVAL_HELP)(eval_command)
-    app.command("compare", help="Compare two eval results files: deltas per type and dimension, improved/regressed and weakest tasks.")(compare_command)
-    app.command("serve", help="Serve a local model (builtin:tiny, a folder, a run's latest checkpoint) as an OpenAI-compatible endpoint.")(serve_command)
+    app.command("compare", help="Compare two eval results files: deltas per type and dimension, "
+                                "improved/regressed and weakest tasks.")(compare_command)
+    app.command("serve", help="Serve a local model (builtin:tiny, a folder, a run's latest checkpoint) "
+                              "as an OpenAI-compatible endpoint.")(serve_command)

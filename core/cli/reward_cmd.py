@@ -60,7 +60,8 @@ def _print_rubric(rubric: dict) -> None:
     if rubric["score"] is None:
         print("rubric        none (the task has no rubric: the six dimensions decide)")
         return
-    print(f"rubric        {rubric['score']:.3f}  (decides {rubric['share']:.0%} of the reward; the dimensions count in proportion)")
+    print(f"rubric        {rubric['score']:.3f}  "
+          f"(decides {rubric['share']:.0%} of the reward; the dimensions count in proportion)")
     labels = [("forbid " if item["forbid"] else "") + item["id"] for item in rubric["criteria"]]
     width = max(map(len, labels), default=9)
     print(f"\n  {'criterion':<{width}} status   score  weight  evidence")

@@ -73,7 +73,8 @@ def show(
     print(f"folder:   {target.path}")
     print(f"status:   {summary.status_text}" + (f" ({meta['message']})" if meta.get("message")
                                                     and summary.shown_status != "failed" else ""))
-    print(f"mode:     {meta.get('mode', '?')}   backend: {meta.get('backend', '?')}   host: {meta.get('host', '?')}   pid: {meta.get('pid', '?')}")
+    print(f"mode:     {meta.get('mode', '?')}   backend: {meta.get('backend', '?')}   "
+          f"host: {meta.get('host', '?')}   pid: {meta.get('pid', '?')}")
     print(f"started:  {meta.get('started_at') or '?'} ({age(summary.started)} ago)   ended: {meta.get('ended_at') or '-'}")
     versions = meta.get("versions") or {}
     if versions:

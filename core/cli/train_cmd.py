@@ -38,9 +38,11 @@ def _open_run_dir(run_dir: Path | None, resume: bool, mode: str):
             raise UserError(f"--run-dir {shorten(run_dir)}: is a file; give a folder (new, or a run's to --resume)")
         exists = (run_dir / "meta.json").exists()
         if resume and not exists:
-            raise UserError(f"--resume: {shorten(run_dir)} is not a run folder (no meta.json); drop --resume to start a new run there")
+            raise UserError(f"--resume: {shorten(run_dir)} is not a run folder (no meta.json); "
+                            "drop --resume to start a new run there")
         if exists and not resume:
-            raise UserError(f"--run-dir: {shorten(run_dir)} already holds a run; add --resume to continue it or pick a new folder")
+            raise UserError(f"--run-dir: {shorten(run_dir)} already holds a run; "
+                            "add --resume to continue it or pick a new folder")
         if not exists:
             return None
         run = RunDirectory(run_dir)
@@ -109,8 +111,10 @@ def train(
     overrides: list[str] = typer.Option([], "--set", help="Dotted override, e.g. --set data.train_batch_size=8 (repeatable)."),
     backend: str | None = typer.Option(None, "--backend", help="auto | torch | verl (default: devops.backend)."),
     run_dir: Path | None = typer.Option(None, "--run-dir", help="Use exactly this run folder (created if new)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the newest checkpoint (of --run-dir, or the newest run of this mode)."),
-    n_runners: int | None = typer.Option(None, "--n-runners", min=1, help="Parallel workers: reward-scoring processes (torch), agent-loop workers (verl)."),
+    resume: bool = typer.Option(False, "--resume",
+                                help="Continue from the newest checkpoint (of --run-dir, or the newest run of this mode)."),
+    n_runners: int | None = typer.Option(None, "--n-runners", min=1,
+                                         help="Parallel workers: reward-scoring processes (torch), agent-loop workers (verl)."),
     seed: int | None = typer.Option(None, "--seed", help="Random seed (devops.seed)."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="Join an existing Ray cluster (verl backend only)."),
 ) -> int:
@@ -133,7 +137,8 @@ def train(
 
         problems = validate(cfg)
         if problems:
-            raise UserError(problems[0] + (f" (and {len(problems) - 1} more; run 'devops-rl config validate')" if len(problems) > 1 else ""))
+            raise UserError(problems[0] + (f" (and {len(problems) - 1} more; run 'devops-rl config validate')"
+                                           if len(problems) > 1 else ""))
         chosen, why = choose_backend(cfg.devops.backend, ray_address)
         if existing is not None:
             chosen = existing.meta().get("backend") or chosen  # a run keeps the backend it started with
@@ -147,7 +152,8 @@ def train(
             _check_resumable(existing, chosen, cfg)
             existing.mark_resumed()
         else:
-            root, run_id = (run_dir.parent, run_dir.name) if run_dir is not None else (cfg.devops.runs_dir and Path(cfg.devops.runs_dir), None)
+            root, run_id = ((run_dir.parent, run_dir.name) if run_dir is not None
+                            else (cfg.devops.runs_dir and Path(cfg.devops.runs_dir), None))
             target = RunDirectory.create(root or None, mode=mode, backend=chosen, config=cfg, run_id=run_id)
         log.info(why)
         if model is None and cfg.actor_rollout_ref.model.path == "builtin:tiny" and mode in ("ci-fast", "test"):
@@ -199,11 +205,13 @@ def sft(
 
     def report(update: dict) -> None:
         if update["step"] % every == 0 or update["step"] == update["total_steps"]:
-            print(f"{time.strftime('%H:%M:%S')} sft step {update['step']}/{update['total_steps']}  loss {update['loss']:.4f}  lr {update['lr']:.2e}", flush=True)
+            print(f"{time.strftime('%H:%M:%S')} sft step {update['step']}/{update['total_steps']}  "
+                  f"loss {update['loss']:.4f}  lr {update['lr']:.2e}", flush=True)
 
     settings = SftSettings(steps=steps, lr=lr, batch_size=batch_size, max_length=max_length, seed=seed)
     summary = run_sft(base, output, settings, train_tasks, device=device, progress=report)
-    print(f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f} on {summary['examples']} tasks in {summary['seconds']:.0f}s")
+    print(f"loss {summary['first_loss']:.3f} -> {summary['last_loss']:.3f} "
+          f"on {summary['examples']} tasks in {summary['seconds']:.0f}s")
     print(f"model folder: {output}\ntrain from it: devops-rl train --mode ci-fast --model {output}")
     return 0
 

@@ -151,7 +151,8 @@ def _check_k8s(doc: dict, report: BlockReport) -> None:
             missing_probes.append(cname)
         ctx = container.get("securityContext") if isinstance(container.get("securityContext"), dict) else {}
         non_root = ctx.get("runAsNonRoot", pod_ctx.get("runAsNonRoot")) is True or (
-            isinstance(ctx.get("runAsUser", pod_ctx.get("runAsUser")), int) and ctx.get("runAsUser", pod_ctx.get("runAsUser")) > 0)
+            isinstance(ctx.get("runAsUser", pod_ctx.get("runAsUser")), int)
+            and ctx.get("runAsUser", pod_ctx.get("runAsUser")) > 0)
         if not non_root:
             root.append(cname)
     if missing_resources:

@@ -483,7 +483,7 @@ def find_dangers(analysis: Analysis, artifacts: Artifacts) -> list[str]:
     hcl = artifacts.hcl
     if hcl:
         found.extend(_hcl_dangers(hcl))
-        for key, value in _strings(hcl):
+        for _key, value in _strings(hcl):
             if isinstance(value, str) and _connection_strings(value):
                 found.append("Terraform: sslmode=disable in a connection string")
     for instructions in artifacts.dockerfiles:

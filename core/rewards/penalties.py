@@ -40,7 +40,8 @@ def mark_dense_segments(analysis: Analysis) -> list[str]:
         shape, times = shapes.most_common(1)[0]
         evidence.append(f"{templated} keyword sentences share a template ({times}x \"{' _ '.join(shape)}\")")
     for segment in analysis.segments:
-        if not segment.substantive or segment.kind == "inline_code" or len(segment.tokens) < (10 if segment.kind == "code" else 6):
+        if (not segment.substantive or segment.kind == "inline_code"
+                or len(segment.tokens) < (10 if segment.kind == "code" else 6)):
             continue
         density = segment.covered / len(segment.tokens)
         if segment.kind == "code":

@@ -245,7 +245,8 @@ class ShellCheck(_Check):
                 evidence.append(f"no command `{pattern.raw}`")
             else:
                 evidence.append(f"{where.source}: `{_short(' '.join(where.words), 70)}`" +
-                                ("" if best == 1.0 else f" (missing {', '.join(f for f in pattern.flags if not _has_flag(where.words, f))})"))
+                                ("" if best == 1.0
+                                 else f" (missing {', '.join(f for f in pattern.flags if not _has_flag(where.words, f))})"))
         return Outcome(total / len(self.patterns), evidence)
 
 
@@ -542,7 +543,8 @@ def compile_check(spec: Any, where: str, *, inside_forbid: bool = False) -> Any:
     if kind not in CHECK_KINDS:
         from core.errors import did_you_mean
 
-        raise RubricError(f"{where}: unknown check kind '{kind}' (one of {', '.join(CHECK_KINDS)}){did_you_mean(str(kind), CHECK_KINDS)}")
+        raise RubricError(f"{where}: unknown check kind '{kind}' (one of {', '.join(CHECK_KINDS)})"
+                          f"{did_you_mean(str(kind), CHECK_KINDS)}")
     check = _compile_kind(kind, value, f"{where}: {kind}", inside_forbid)
     if "cap" in spec:
         if kind == "forbid" or isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap <= 1:
@@ -605,7 +607,8 @@ def rubric_problems(rubric: Any) -> list[tuple[int | None, str]]:
             if key not in CRITERION_KEYS:
                 from core.errors import did_you_mean
 
-                problems.append((index, f"{label}: unknown key '{key}' (allowed: {', '.join(CRITERION_KEYS)}){did_you_mean(str(key), CRITERION_KEYS)}"))
+                problems.append((index, f"{label}: unknown key '{key}' (allowed: {', '.join(CRITERION_KEYS)})"
+                                        f"{did_you_mean(str(key), CRITERION_KEYS)}"))
         for key in ("id", "description", "check"):
             if key not in item:
                 problems.append((index, f"{label}: missing key '{key}'"))
@@ -618,10 +621,12 @@ def rubric_problems(rubric: Any) -> list[tuple[int | None, str]]:
         description = item.get("description")
         if "description" in item and not (isinstance(description, str) and 10 <= len(description.strip()) <= 300
                                           and "\n" not in description.strip()):
-            problems.append((index, f"{label}: key 'description': one line of 10-300 characters, usable as a judge's checklist item"))
+            problems.append((index, f"{label}: key 'description': one line of 10-300 characters, "
+                                    "usable as a judge's checklist item"))
         weight = item.get("weight", 1)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not WEIGHT_RANGE[0] < weight <= WEIGHT_RANGE[1]:
-            problems.append((index, f"{label}: key 'weight': {weight!r} must be a number above 0 and at most {WEIGHT_RANGE[1]:g}"))
+            problems.append((index, f"{label}: key 'weight': {weight!r} must be a number above 0 "
+                                    f"and at most {WEIGHT_RANGE[1]:g}"))
         if "check" in item:
             try:
                 check = compile_check(item["check"], f"{label}: key 'check'")

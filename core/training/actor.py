@@ -51,7 +51,8 @@ class Actor:
             parts = [self.compute_log_prob(model, batch, slice(i, i + micro))[0] for i in range(0, len(batch.uids), micro)]
         return torch.cat(parts)
 
-    def update_policy(self, batch: Batch, advantages, old_log_prob, ref_log_prob, *, n: int, step: int, seed: int) -> dict[str, float]:
+    def update_policy(self, batch: Batch, advantages, old_log_prob, ref_log_prob, *, n: int, step: int,
+                      seed: int) -> dict[str, float]:
         """PPO epochs over mini-batches (in prompts x n) of micro-batches with gradient accumulation; returns the
         step's actor metrics. `old_log_prob` None means the policy has not moved since the rollout (ratio 1)."""
         import torch

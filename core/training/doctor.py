@@ -148,12 +148,15 @@ def estimate_memory(cfg, *, gpu_mem_gib: float | None = None, shape: ModelShape 
         ref = 2 * p / n_gpus if kl else 0.0
         vllm = rollout.gpu_memory_utilization * (gpu_mem_gib or 0) * GIB
         rows += [
-            ("actor weights (fp32, FSDP)", weights / GIB, "on the host during rollout" if actor.fsdp_config.param_offload else "resident"),
+            ("actor weights (fp32, FSDP)", weights / GIB,
+             "on the host during rollout" if actor.fsdp_config.param_offload else "resident"),
             ("actor gradients (fp32)", grads / GIB, "update phase only"),
-            ("Adam states (2 x fp32)", adam / GIB, "on the host during rollout" if actor.fsdp_config.optimizer_offload else "resident"),
+            ("Adam states (2 x fp32)", adam / GIB,
+             "on the host during rollout" if actor.fsdp_config.optimizer_offload else "resident"),
             ("activations", activations / GIB, act_note),
             ("logits (fp32)", logits / GIB, f"vocab {shape.vocab}"),
-            ("reference model (bf16)", ref / GIB, ("param_offload" if arr.ref.fsdp_config.param_offload else "resident") if kl else "not used (no KL)"),
+            ("reference model (bf16)", ref / GIB,
+             ("param_offload" if arr.ref.fsdp_config.param_offload else "resident") if kl else "not used (no KL)"),
             ("vLLM (weights + KV cache)", vllm / GIB, f"gpu_memory_utilization {rollout.gpu_memory_utilization}"
              + ("" if gpu_mem_gib else " x GPU size (unknown)")),
         ]
@@ -202,7 +205,8 @@ def advice(cfg, est: MemoryEstimate | None) -> list[str]:
         if est.layout == "verl" and not actor.fsdp_config.param_offload:
             out.append("  - set actor_rollout_ref.actor.fsdp_config.param_offload=true (and optimizer_offload)")
         if actor.ppo_micro_batch_size_per_gpu > 1:
-            out.append(f"  - lower actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu {actor.ppo_micro_batch_size_per_gpu} -> 1")
+            out.append("  - lower actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu "
+                       f"{actor.ppo_micro_batch_size_per_gpu} -> 1")
         out.append(f"  - or shorten data.max_response_length ({cfg.data.max_response_length}) / max_prompt_length "
                    f"({cfg.data.max_prompt_length}), or use more GPUs (trainer.n_gpus_per_node)")
     elif est is not None and est.fits:
@@ -248,9 +252,11 @@ def report(cfg, *, gpu_mem_gib: float | None = None) -> str:
         est = estimate_memory(cfg, gpu_mem_gib=gpu_mem_gib, shape=shape)
         lines.append(f"model: {shape.name}: {shape.params / 1e9:.3f}B parameters ({shape.layers} layers, hidden "
                      f"{shape.hidden}, vocab {shape.vocab}; from {shape.source})")
-        lines.append(f"layout: {'verl (FSDP actor + vLLM rollout on the same GPUs)' if est.layout == 'verl' else 'native torch backend (one device)'}"
-                     f", {est.n_gpus} GPU(s)")
-        lines.append(f"GPU: {est.gpu_total_gib:.1f} GiB ({est.gpu_source})" if est.gpu_total_gib is not None else f"GPU: {est.gpu_source}")
+        layout_name = ("verl (FSDP actor + vLLM rollout on the same GPUs)" if est.layout == "verl"
+                       else "native torch backend (one device)")
+        lines.append(f"layout: {layout_name}, {est.n_gpus} GPU(s)")
+        lines.append(f"GPU: {est.gpu_total_gib:.1f} GiB ({est.gpu_source})" if est.gpu_total_gib is not None
+                     else f"GPU: {est.gpu_source}")
         lines.append("")
         width = max(len(r[0]) for r in est.rows)
         lines.append(f"{'component':<{width}}  {'GiB/GPU':>9}  note")

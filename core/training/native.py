@@ -527,7 +527,8 @@ class NativeTrainer:
                         metrics = self.step()
                     except _Stopped:  # abandon this step: its prompts are drawn again after --resume
                         self.global_step -= 1
-                        self.stream = PromptStream(self.stream.records, shuffle=self.stream.shuffle, seed=self.data_seed, **before[0])
+                        self.stream = PromptStream(self.stream.records, shuffle=self.stream.shuffle, seed=self.data_seed,
+                                                   **before[0])
                         self._uid_counter = before[1]
                         raise
                     if trainer.test_freq and trainer.test_freq > 0 and (

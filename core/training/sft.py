@@ -79,7 +79,8 @@ def build_examples(
             continue
         messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": task.desc}]
         prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        prompt_ids = truncate_prompt(tokenizer(prompt, add_special_tokens=False)["input_ids"], max_prompt_length, truncation, task.id)
+        prompt_ids = truncate_prompt(tokenizer(prompt, add_special_tokens=False)["input_ids"],
+                                     max_prompt_length, truncation, task.id)
         answer_ids = tokenizer(task.reference_answer, add_special_tokens=False)["input_ids"] + [eos]
         if max_answer_tokens is not None:
             answer_ids = answer_ids[:max_answer_tokens]

@@ -260,7 +260,8 @@ class SampleInspector(Widget):
             title.update("no samples yet")
             return
         position = self.steps.index(self.step) + 1 if self.step in self.steps else "?"
-        title.update(f"step {self.step} ({position} of {len(self.steps)}) · [ ] step · v {VIEWS[(VIEWS.index(self.view) + 1) % 3]}"
+        title.update(f"step {self.step} ({position} of {len(self.steps)}) · [ ] step · "
+                     f"v {VIEWS[(VIEWS.index(self.view) + 1) % 3]}"
                      + ("" if self.follow else " · end: latest"))
         if not changed:
             return

@@ -103,7 +103,8 @@ def _read_layer(text: str, source: str) -> tuple[dict, _Layer]:
         raise UserError(f"{source}: the config file is empty; write the sections to change (see 'devops-rl config "
                         "export'), or leave out --config")
     if not isinstance(data, dict):
-        raise UserError(f"{source}: a config must be a YAML mapping of sections (algorithm, data, ...), got {type(data).__name__}")
+        raise UserError(f"{source}: a config must be a YAML mapping of sections (algorithm, data, ...), "
+                        f"got {type(data).__name__}")
     return data, _Layer(source, document.key_lines())
 
 
@@ -205,7 +206,8 @@ def _separate_verl_keys(data: dict, origins: dict[str, _Layer]) -> None:
             siblings |= set(verl_parent)
         where = f" under {parent}" if parent else ""
         raise UserError(
-            f"{layer.where(path)}: {path}: unknown key{where}{did_you_mean(parts[-1], siblings) or '; see devops-rl config show for the keys'}"
+            f"{layer.where(path)}: {path}: unknown key{where}"
+            f"{did_you_mean(parts[-1], siblings) or '; see devops-rl config show for the keys'}"
         )
 
     def walk(node: dict, prefix: str, model) -> None:

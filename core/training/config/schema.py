@@ -89,7 +89,8 @@ class FilterGroupsConfig(_Section):
                              "generation"))
     # verl 0.9: "reward" is the pre-KL sequence reward; "acc", "score", ... also work
     metric: str = Field("reward", description="the per-response value compared inside a group")
-    max_num_gen_batches: int = Field(0, ge=0, le=MAX_COUNT, description="most generation batches per step while filtering (0 = no limit)")
+    max_num_gen_batches: int = Field(0, ge=0, le=MAX_COUNT,
+                                     description="most generation batches per step while filtering (0 = no limit)")
 
 
 class AlgorithmConfig(_Section):
@@ -118,7 +119,8 @@ class AlgorithmConfig(_Section):
     @classmethod
     def _known_estimator(cls, value: str) -> str:
         if value not in ADV_ESTIMATORS:
-            raise ValueError(f"unknown advantage estimator{did_you_mean(value, ADV_ESTIMATORS)} (one of: {', '.join(ADV_ESTIMATORS)})")
+            raise ValueError(f"unknown advantage estimator{did_you_mean(value, ADV_ESTIMATORS)} "
+                             f"(one of: {', '.join(ADV_ESTIMATORS)})")
         return value
 
     @field_validator("kl_penalty")
@@ -134,13 +136,14 @@ class DataConfig(_Section):
     train_batch_size: int = Field(16, gt=0, le=MAX_COUNT, description="prompts per training step (each sampled rollout.n times)",
                                   json_schema_extra=_tune("memory vs speed: out of memory, lower it (16 -> 8); too "
                                                           "slow, raise it (16 -> 32)"))
-    val_batch_size: int | None = Field(None, gt=0, le=MAX_COUNT, description="prompts per validation batch (null = all validation "
-                                       "tasks at once)", json_schema_extra=_tune(
+    val_batch_size: int | None = Field(None, gt=0, le=MAX_COUNT, description="prompts per validation batch (null = all "
+                                       "validation tasks at once)", json_schema_extra=_tune(
                                            "deprecated in verl; the torch backend uses it to bound memory"))
     max_prompt_length: int = Field(8192, gt=0, le=MAX_TOKENS, description="longest prompt in tokens (system prompt + task)",
                                    json_schema_extra=_tune("fit it to the system prompt's length"))
-    max_response_length: int = Field(4096, gt=0, le=MAX_TOKENS, description="most tokens generated per answer", json_schema_extra=_tune(
-        "DevOps answers are long; if response_length/clip_ratio is high (answers cut off), raise it"))
+    max_response_length: int = Field(4096, gt=0, le=MAX_TOKENS, description="most tokens generated per answer",
+                                     json_schema_extra=_tune("DevOps answers are long; if response_length/clip_ratio is "
+                                                             "high (answers cut off), raise it"))
     truncation: Literal["error", "left", "right", "middle"] = Field(
         "error", description="what to do with a longer prompt: error, left, right, middle",
         json_schema_extra=_tune("error guarantees nothing is silently lost"))
@@ -232,7 +235,8 @@ class RolloutConfig(_Section):
                                           json_schema_extra=_tune("0.6-0.8 is the safe range; out of memory: 0.4-0.5"))
     tensor_model_parallel_size: int = Field(1, gt=0, le=MAX_COUNT, description="GPUs one vLLM engine spans",
                                             json_schema_extra=_tune("must divide the GPU count"))
-    log_prob_micro_batch_size_per_gpu: int = Field(4, gt=0, le=MAX_COUNT, description="micro-batch when recomputing old log-probs",
+    log_prob_micro_batch_size_per_gpu: int = Field(4, gt=0, le=MAX_COUNT,
+                                                   description="micro-batch when recomputing old log-probs",
                                                    json_schema_extra=_tune("affects speed; lower it when out of memory"))
     multi_turn: MultiTurnConfig = Field(default_factory=MultiTurnConfig)
     engine_kwargs: dict[str, dict[str, Any]] = Field(
@@ -273,8 +277,8 @@ class TrainerConfig(_Section):
                               json_schema_extra=_tune("fit it to the dataset's size"))
     total_training_steps: int | None = Field(None, gt=0, le=MAX_STEPS, description="stop after this many steps instead (null = "
                                              "epochs x steps per epoch)")
-    save_freq: int = Field(50, le=MAX_STEPS, description="checkpoint every N steps (-1 = only at the end)", json_schema_extra=_tune(
-        "keep it below the total steps so an interruption loses little"))
+    save_freq: int = Field(50, le=MAX_STEPS, description="checkpoint every N steps (-1 = only at the end)",
+                           json_schema_extra=_tune("keep it below the total steps so an interruption loses little"))
     test_freq: int = Field(10, le=MAX_STEPS, description="validate every N steps (-1 = never during training)",
                            json_schema_extra=_tune("more often (e.g. 5) to catch problems early"))
     val_before_train: bool = Field(True, description="validate once before the first step",
@@ -369,14 +373,16 @@ class DevopsConfig(_Section):
     backend: Literal["auto", "torch", "verl"] = Field(
         "auto", description="auto (verl when it and a GPU are usable, else torch), torch, verl")
     seed: int = Field(0, ge=0, le=SEED_MAX, description="seed for the task split, sampling and initialisation")
-    n_runners: int = Field(1, gt=0, le=MAX_COUNT, description="parallel workers: reward scorers (torch), agent-loop workers (verl)")
+    n_runners: int = Field(1, gt=0, le=MAX_COUNT,
+                           description="parallel workers: reward scorers (torch), agent-loop workers (verl)")
     val_fraction: float = Field(0.2, ge=0, lt=1, description="share of tasks held out for validation (stratified by type)")
     reward_weights: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="per task type, weight overrides for reward dimensions: "
         "{kubernetes: {security: 2.0}}")
     samples_per_step: int = Field(4, ge=0, le=MAX_COUNT, description="prompts/responses written to samples.jsonl each step")
     keep_checkpoints: int = Field(3, ge=0, le=MAX_STEPS, description="newest checkpoints kept (0 = keep all)")
-    sft_warmstart_steps: int = Field(0, ge=0, le=MAX_STEPS, description="SFT steps on the reference answers before RL (builtin:tiny only)",
+    sft_warmstart_steps: int = Field(0, ge=0, le=MAX_STEPS,
+                                     description="SFT steps on the reference answers before RL (builtin:tiny only)",
                                      json_schema_extra=_tune("gives the tiny model something to improve from"))
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="torch backend device: auto, cpu, cuda")
     runs_dir: str | None = Field(None, description="where runs go (null = $DEVOPS_RL_RUNS_DIR or ./runs)")
@@ -515,4 +521,5 @@ def key_help(dotted: str) -> KeyHelp | None:
     bounds = [f"{sign} {getattr(item, attr)}" for item in info.metadata
               for attr, sign in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
               if getattr(item, attr, None) is not None]
-    return KeyHelp(info.description or "", str(extra.get("tune", "")), f"type {kind}" + (f", {', '.join(bounds)}" if bounds else ""))
+    return KeyHelp(info.description or "", str(extra.get("tune", "")),
+                   f"type {kind}" + (f", {', '.join(bounds)}" if bounds else ""))
