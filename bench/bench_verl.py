@@ -70,7 +70,7 @@ def _pump_rows() -> list[dict]:
 
     from core.runs import RunDirectory
     from core.training.config import load_config
-    from core.training.verl_backend.launch import MetricsPump
+    from core.training.verl_backend.follow import MetricsPump
 
     data = {f"metric/{i}/mean": float(i) for i in range(120)}  # a verl step logs about this many keys
     with tempfile.TemporaryDirectory() as tmp:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from core.training.verl_backend.follow import LATEST_CHECKPOINT
+
 FIXTURE = Path(__file__).with_name("fixtures") / "verl" / "metrics.jsonl"
 # verl holds 12 CPUs in Ray for ci-fast on one GPU; this box may have 2: Ray counts logical CPUs.
 RAY_CPUS = "verl_overrides.ray_kwargs.ray_init.num_cpus=16"
@@ -213,7 +215,7 @@ def test_fixture_is_verls_file_logger_format():
 
 def test_pump_copies_verl_metrics_adds_host_figures_and_turns_them_into_events(tmp_path, monkeypatch):
     from core.runs import metric_rows, read_jsonl
-    from core.training.verl_backend.launch import LATEST_CHECKPOINT, MetricsPump
+    from core.training.verl_backend.follow import MetricsPump
 
     cfg, run = _run_dir(tmp_path)
     verl_dir = run.path / "verl"
@@ -251,7 +253,7 @@ def test_pump_copies_verl_metrics_adds_host_figures_and_turns_them_into_events(t
 def test_a_fixture_run_reads_in_tail_and_runs_list(tmp_path, monkeypatch, capsys):
     from core.cli.main import main
     from core.runs import list_runs
-    from core.training.verl_backend.launch import MetricsPump
+    from core.training.verl_backend.follow import MetricsPump
 
     cfg, run = _run_dir(tmp_path)
     verl_dir = run.path / "verl"
@@ -282,7 +284,7 @@ def test_a_fixture_run_reads_in_tail_and_runs_list(tmp_path, monkeypatch, capsys
 def test_rollout_dumps_become_scored_samples(tmp_path):
     from core.runs import read_jsonl
     from core.training.verl_backend.data import task_row
-    from core.training.verl_backend.launch import MetricsPump
+    from core.training.verl_backend.follow import MetricsPump
     from tasks import load_tasks
 
     cfg, run = _run_dir(tmp_path)
@@ -378,7 +380,7 @@ def test_the_log_fallback_drops_rays_colour_codes(tmp_path):
 
 def test_the_startup_watchdog_follows_the_stages_verl_notes(tmp_path):
     from core.runs import append_jsonl
-    from core.training.verl_backend.launch import STARTUP_NAME, StartupWatchdog
+    from core.training.verl_backend.follow import STARTUP_NAME, StartupWatchdog
 
     watchdog = StartupWatchdog(tmp_path, {"launched": 0.0, "runner": 3600.0, "trainer": 0.0})
     assert "after stage 'launched': verl's TaskRunner never started in Ray" in watchdog.poll()
@@ -393,7 +395,7 @@ def test_the_startup_watchdog_follows_the_stages_verl_notes(tmp_path):
 
 def test_the_startup_limit_comes_from_the_environment_or_is_refused_in_one_line(monkeypatch):
     from core.errors import UserError
-    from core.training.verl_backend.launch import STARTUP_STAGES, startup_limits
+    from core.training.verl_backend.follow import STARTUP_STAGES, startup_limits
 
     monkeypatch.delenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", raising=False)
     assert startup_limits() == {stage: limit for stage, (limit, _) in STARTUP_STAGES.items()}
@@ -415,7 +417,7 @@ def test_resume_with_resume_mode_disable_is_refused_before_anything_changes(tmp_
     cfg, run = _run_dir(tmp_path, overrides=[RAY_CPUS, "trainer.resume_mode=disable"])
     for step in range(1, 6):
         run.log_metrics(step, {"critic/score/mean": step / 10})
-    (run.checkpoints_dir / launch.LATEST_CHECKPOINT).write_text("3")
+    (run.checkpoints_dir / LATEST_CHECKPOINT).write_text("3")
     with pytest.raises(UserError, match=r"--resume: trainer.resume_mode is 'disable' .* --set trainer.resume_mode=auto"):
         launch.prepare(cfg, run_dir=run, resume=True, ray_address=None)
     assert [r["step"] for r in read_jsonl(run.metrics_path)] == [1, 2, 3, 4, 5]
@@ -432,7 +434,7 @@ def test_resume_from_a_named_checkpoint_keeps_metrics_up_to_its_step(tmp_path, m
                                              f"verl_overrides.trainer.resume_from_path={chosen}"])
     for step in range(1, 6):
         run.log_metrics(step, {"critic/score/mean": step / 10})
-    (run.checkpoints_dir / launch.LATEST_CHECKPOINT).write_text("4")
+    (run.checkpoints_dir / LATEST_CHECKPOINT).write_text("4")
     launch.prepare(cfg, run_dir=run, resume=True, ray_address=None)
     assert [r["step"] for r in read_jsonl(run.metrics_path)] == [1, 2]
 
@@ -445,7 +447,7 @@ def test_resume_keeps_metrics_up_to_verls_last_checkpoint(tmp_path, monkeypatch)
     cfg, run = _run_dir(tmp_path)
     for step in range(1, 6):
         run.log_metrics(step, {"critic/score/mean": step / 10})
-    (run.checkpoints_dir / launch.LATEST_CHECKPOINT).write_text("3")
+    (run.checkpoints_dir / LATEST_CHECKPOINT).write_text("3")
     (run.path / "verl").mkdir()
     (run.path / "verl" / "metrics.jsonl").write_text('{"step": 1, "data": {}}\n')
     verl_dir = launch.prepare(cfg, run_dir=run, resume=True, ray_address=None)

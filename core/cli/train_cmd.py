@@ -83,7 +83,7 @@ def _check_resumable(run, backend: str, cfg) -> None:
     from core.training.config import total_steps
 
     if backend == "verl":
-        from core.training.verl_backend.launch import latest_checkpoint_step
+        from core.training.verl_backend.follow import latest_checkpoint_step
 
         newest = latest_checkpoint_step(run.checkpoints_dir)
     else:
