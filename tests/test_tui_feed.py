@@ -202,7 +202,7 @@ def test_smoothing_and_axis_labels():
 
 
 def test_memory_charts_split_device_and_host_figures():
-    from devops_tui.screens.live import memory_keys, memory_label
+    from devops_tui.livecharts import memory_keys, memory_label
 
     gpu = ["actor/perf/max_memory_allocated_gb", "gpu/0/memory_used_gb", "gpu/0/memory_total_gb",
            "perf/cpu_memory_used_gb", "host/memory_used_gb"]

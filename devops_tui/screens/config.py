@@ -226,7 +226,10 @@ class ConfigScreen(Screen):
             table.add_row(*self._cells(key), key=key)
             self.row_keys.append(key)
         if self.row_keys:
-            table.move_cursor(row=min(row or 1, len(self.row_keys) - 1))
+            target = min(row or 1, len(self.row_keys) - 1)
+            # The first key is on screen without scrolling; a scroll asked for before the table's first layout
+            # (a loaded machine) could leave the section's heading above the top.
+            table.move_cursor(row=target, scroll=target > 1)
 
     def _show_status(self) -> None:
         message = self.query_one("#config-message", Static)
