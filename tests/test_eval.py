@@ -321,6 +321,11 @@ def test_out_that_becomes_unwritable_mid_eval_keeps_every_answer_in_a_fallback(e
     def break_the_folder_on_the_third_request(desc, n):
         state["n"] += 1
         if state["n"] == 3:
+            # The worker asks for the third answer as soon as it hands over the second: wait until the second
+            # is saved, so the third is the one whose save fails.
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and len((_load(out) if out.exists() else {}).get("results", [])) < 2:
+                time.sleep(0.02)
             shutil.rmtree(out_dir)
             out_dir.write_text("a file now")
         return False
