@@ -355,7 +355,7 @@ SHELL_SCRIPTS = [
 def _bashlex_split(text: str):
     import bashlex
 
-    from core.rewards.artifacts import _walk_bash
+    from core.rewards.commands import _walk_bash
 
     commands, pipelines = [], []
     for node in bashlex.parse(text):

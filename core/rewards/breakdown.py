@@ -14,7 +14,8 @@ from typing import Any
 from core.errors import UserError
 from core.rewards import penalties as pen
 from core.rewards.artifacts import Artifacts
-from core.rewards.dangers import find_dangers, find_secrets
+from core.rewards.credentials import find_secrets
+from core.rewards.dangers import find_dangers
 from core.rewards.penalties import PENALTIES
 from core.rewards.rubric import compile_rubric, evaluate
 from core.rewards.signals import annotate, score_dimensions, score_expected

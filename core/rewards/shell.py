@@ -31,7 +31,7 @@ class Unsupported(Exception):
 
 def split(text: str) -> tuple[list[list[str]], list[list[list[str]]]]:
     """(commands, pipelines) of a script, each command as its words (quotes removed, leading assignments and
-    redirections left out), exactly as bashlex's tree read by `artifacts._walk_bash` gives them; raises
+    redirections left out), exactly as bashlex's tree read by `commands._walk_bash` gives them; raises
     Unsupported for what it leaves to bashlex."""
     commands: list[list[str]] = []
     pipelines: list[list[list[str]]] = []
