@@ -144,7 +144,7 @@ def train(
             chosen = existing.meta().get("backend") or chosen  # a run keeps the backend it started with
         check_ray_address(chosen, ray_address)
         if chosen == "torch":  # a missing or broken model is a one-line error before any run folder is made
-            from core.training.native import check_model_files
+            from core.training.model_files import check_model_files
             from core.training.tiny_model import resolve_model_path
 
             check_model_files(resolve_model_path(cfg.actor_rollout_ref.model.path))
@@ -188,7 +188,7 @@ def sft(
     import time
 
     from core.paths import runs_root, writable_dir
-    from core.training.native import check_model_files
+    from core.training.model_files import check_model_files
     from core.training.sft import SftSettings, run_sft
     from core.training.tiny_model import resolve_model_path
     from tasks import load_tasks, split_tasks

@@ -9,17 +9,17 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from core.errors import UserError
 from core.runs import PLANNED_KEY
 from core.runs.health import ZERO_STD as ZERO_STD_KEY
-from core.training.actor import TrainingFailed
 from core.training.batch import Batch, PromptStream, concat_batches
 from core.training.metric_utils import sequence_advantages, zero_std_groups
+from core.training.model_files import check_model_files, load_models
 from core.training.signals import StopRequest
+from core.training.step_outputs import StepOutputs, step_samples
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,7 @@ class NativeTrainer:
     def __init__(self, cfg, *, mode: str, run_dir, resume: bool = False, progress: Callable[[dict], None] | None = None):
         self.cfg, self.mode, self.run_dir, self.resume, self.progress = cfg, mode, run_dir, resume, progress
         self.stop = StopRequest()
+        self.outputs: StepOutputs | None = None  # opened after start-up, closed however the run ends
         self.global_step = 0  # what a failure during start-up reports, before any checkpoint is read
         self.actor_cfg = cfg.actor_rollout_ref.actor
         self.rollout = cfg.actor_rollout_ref.rollout
@@ -52,98 +53,13 @@ class NativeTrainer:
         if ignored:
             log.warning("the torch backend ignores: %s", ", ".join(ignored))
 
-    def _load_models(self, model_path: Path, policy_path: Path):
-        """(tokenizer, policy, reference or None); UserError naming the folder and file when one cannot be loaded."""
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        use_bf16 = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
-        self.dtype = torch.bfloat16 if use_bf16 else torch.float32
-        kl = self.actor_cfg.use_kl_loss or self.cfg.algorithm.use_kl_in_reward
-        for folder in (policy_path, model_path) if kl else (policy_path,):
-            check_model_files(folder)
-        with model_errors(policy_path):
-            tokenizer = AutoTokenizer.from_pretrained(policy_path)
-            policy = AutoModelForCausalLM.from_pretrained(policy_path, dtype=self.dtype).to(self.device)
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        tokenizer.padding_side = "left"
-        if self.cfg.actor_rollout_ref.model.enable_gradient_checkpointing:
-            policy.gradient_checkpointing_enable()
-        ref = None
-        if kl:
-            with model_errors(model_path):
-                ref = AutoModelForCausalLM.from_pretrained(model_path, dtype=self.dtype).to(self.device)
-            ref.eval().requires_grad_(False)
-        return tokenizer, policy, ref
-
-    def _eos_ids(self) -> list[int]:
-        ids = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
-        gen_eos = getattr(self.policy.generation_config, "eos_token_id", None)
-        ids.update(gen_eos if isinstance(gen_eos, list) else [gen_eos])
-        return sorted(i for i in ids if i is not None)
-
-    def _encode_prompt(self, record: dict) -> list[int]:
-        from core.training.sft import truncate_prompt
-
-        text = self.tokenizer.apply_chat_template(record["prompt"], tokenize=False, add_generation_prompt=True)
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return truncate_prompt(ids, self.cfg.data.max_prompt_length, self.cfg.data.truncation, record["task_id"])
-
     # ---- rollout --------------------------------------------------------------------------------
 
     def generate(self, records: list[dict], n: int) -> Batch:
         """Sample `n` responses per record (interleaved: the group of a prompt is contiguous)."""
-        import torch
-
-        prompts = []
-        for record in records:
-            key = record["task_id"]
-            if key not in self._prompt_cache:
-                self._prompt_cache[key] = self._encode_prompt(record)
-            prompts.append(self._prompt_cache[key])
-        width = max(len(p) for p in prompts)
-        pad = self.tokenizer.pad_token_id
-        rows = [p for p in prompts for _ in range(n)]
-        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in rows], device=self.device)
-        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in rows], device=self.device)
-        kwargs = {"max_new_tokens": self.cfg.data.max_response_length, "pad_token_id": pad, "eos_token_id": self._eos_ids()}
-        top_k = self.rollout.top_k if self.rollout.top_k > 0 else 0  # verl's -1 (vLLM) and 0 (HF) mean "off"
-        kwargs.update(do_sample=True, temperature=self.rollout.temperature, top_p=self.rollout.top_p, top_k=top_k)
-        self.policy.eval()
-        try:
-            with torch.no_grad():
-                out = self.policy.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
-        except RuntimeError as exc:  # sampling from NaN/inf probabilities: the weights diverged
-            if "inf" not in str(exc) and "nan" not in str(exc):
-                raise
-            raise TrainingFailed(
-                f"the model's probabilities became NaN/inf at step {self.global_step} (the weights diverged); the last "
-                f"good checkpoint is kept. Lower actor_rollout_ref.actor.optim.lr (now {self.actor_cfg.optim.lr})"
-            ) from exc
-        responses = out[:, width:]
-        if responses.shape[1] == 0:
-            responses = torch.full((len(rows), 1), pad, device=self.device)
-        is_eos = torch.isin(responses, torch.tensor(self._eos_ids(), device=self.device))
-        # Mask: every token up to and including the first end-of-sequence token.
-        after_eos = (is_eos.cumsum(-1) - is_eos.long()) > 0
-        response_mask = (~after_eos).float()
-        full_attention = torch.cat([attention, response_mask.long()], dim=-1)
-        texts = self.tokenizer.batch_decode(
-            [r[: int(m.sum())] for r, m in zip(responses, response_mask)], skip_special_tokens=True
-        )
-        uids = [f"{self._uid_counter + i}" for i in range(len(records)) for _ in range(n)]
+        batch = self.sampler.generate(records, n, first_uid=self._uid_counter, step=self.global_step)
         self._uid_counter += len(records)
-        return Batch(
-            input_ids=torch.cat([input_ids, responses], dim=-1),
-            attention_mask=full_attention,
-            position_ids=(full_attention.cumsum(-1) - 1).clamp(min=0),
-            response_mask=response_mask,
-            records=[r for r in records for _ in range(n)],
-            uids=uids,
-            texts=texts,
-            prompt_lengths=[len(p) for p in rows],
-        )
+        return batch
 
     def score(self, batch: Batch) -> None:
         import torch
@@ -284,59 +200,6 @@ class NativeTrainer:
         log.info("validation at step %d: score %.3f on %d tasks", self.global_step, out["val/score/mean"], len(breakdowns))
         return out
 
-    def _samples(self, batch: Batch) -> list[dict]:
-        """The step's answers for `devops.samples_per_step` prompts, each prompt's whole group (its n answers with
-        their advantages), with the prompt, the full answer and the reward breakdown (evidence and rubric)."""
-        n = max(1, self.rollout.n)
-        groups = list(range(0, len(batch.uids), n))[: max(0, self.cfg.devops.samples_per_step)]
-        advantages = getattr(self, "_last_advantages", None) or [None] * len(batch.uids)
-        return [
-            {
-                "task_id": batch.records[i]["task_id"],
-                "group": batch.uids[i],
-                "prompt": batch.records[i]["prompt"][-1]["content"],
-                "response": batch.texts[i],
-                "reward": float(batch.scores[i]),
-                "advantage": advantages[i],
-                "breakdown": batch.breakdowns[i],
-            }
-            for start in groups
-            for i in range(start, min(start + n, len(batch.uids)))
-        ]
-
-    def _open_outputs(self) -> None:
-        """What each step is written to besides the run folder: the health monitor, whose new alerts become
-        `alert` events, and the `trainer.logger` trackers (tensorboard, wandb) where verl would write them."""
-        from core.runs import HealthMonitor, Thresholds
-        from core.runs.export import open_trackers
-
-        trainer = self.cfg.trainer
-        self.health = HealthMonitor(Thresholds.from_mapping(self.cfg.devops.alerts.model_dump()),
-                                    vocab_size=len(self.tokenizer))
-        self.trackers = open_trackers(trainer.logger, project=trainer.project_name,
-                                      experiment=trainer.experiment_name, config=self.cfg.to_dict())
-
-    def _log_step(self, step: int, metrics: dict[str, float], samples: list[dict] | None = None) -> None:
-        """One step's metrics (and samples) into the run folder and every tracker; new alerts as events."""
-        self.run_dir.log_metrics(step, metrics)
-        if samples is not None:
-            self.run_dir.log_samples(step, samples)
-        for tracker in self.trackers:
-            tracker.log_metrics(step, metrics)
-            if samples:
-                tracker.log_samples(step, samples)
-        self.health.add(step, metrics)
-        for alert in self.health.poll_new():
-            self.run_dir.event("alert", **alert.to_event())
-            log.warning("alert: %s", alert.message)
-
-    def _close_outputs(self, exit_code: int) -> None:
-        for tracker in getattr(self, "trackers", []):
-            try:
-                tracker.close(exit_code)
-            except Exception as exc:  # a tracker must not hide how the run ended
-                log.warning("closing %s: %s", type(tracker).__name__, exc)
-
     def save(self) -> None:
         from core.training.checkpoint import save_checkpoint
 
@@ -400,7 +263,6 @@ class NativeTrainer:
         self.total_steps = total_steps(cfg, len(train_records))
         self.scorer = RewardScorer(cfg.devops.n_runners, cfg.devops.reward_weights,
                                    judge=JudgeSettings.from_config(cfg.devops.reward.judge))
-        self._prompt_cache: dict[str, list[int]] = {}
         self._uid_counter = 0
         self.kl_ctrl = get_kl_controller(cfg.algorithm.kl_ctrl)
         data_state = {"epoch": 0, "offset": 0}
@@ -438,14 +300,17 @@ class NativeTrainer:
 
         from core.training.actor import Actor
         from core.training.core_algos import lr_schedule
+        from core.training.rollout import RolloutSampler
 
-        self.tokenizer, self.policy, self.ref = self._load_models(model_path, policy_path)
+        self.tokenizer, self.policy, self.ref = load_models(self.cfg, self.device, model_path, policy_path)
+        self.dtype = self.policy.dtype
         optim = self.actor_cfg.optim
         optimizer = torch.optim.AdamW(self.policy.parameters(), lr=optim.lr, weight_decay=optim.weight_decay,
                                       betas=tuple(optim.betas))
         warmup = int(optim.lr_warmup_steps_ratio * self.total_steps)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(optim.lr_scheduler_type, warmup, self.total_steps))
         self.actor = Actor(self.policy, optimizer, scheduler, self.actor_cfg, temperature=self.rollout.temperature)
+        self.sampler = RolloutSampler(self.cfg, self.tokenizer, self.policy, self.device)
 
     def _resume_from_checkpoint(self, base: Path) -> tuple[Path, dict] | None:
         """Load the newest checkpoint that loads whole; (folder, trainer state), or None when the run never wrote one.
@@ -503,10 +368,11 @@ class NativeTrainer:
         with self.stop, quiet_progress_bars():
             try:
                 self._prepare()
-                self._open_outputs()
+                self.outputs = StepOutputs(self.cfg, self.run_dir, vocab_size=len(self.tokenizer))
             except BaseException as exc:
                 self._startup_failed(exc)
-                self._close_outputs(1)
+                if self.outputs is not None:
+                    self.outputs.close(1)
                 scorer = getattr(self, "scorer", None)
                 if scorer is not None:
                     scorer.close()
@@ -517,7 +383,7 @@ class NativeTrainer:
                 first_step = self.global_step
                 started = time.monotonic()  # the ETA is from the steps' own pace (not the model build or warm-start)
                 if trainer.val_before_train and self.global_step == 0 and trainer.test_freq and trainer.test_freq > 0:
-                    self._log_step(0, self.validate())
+                    self.outputs.log(0, self.validate())
                 while self.global_step < self.total_steps:
                     if self.stop:
                         raise _Stopped
@@ -535,7 +401,9 @@ class NativeTrainer:
                         self.global_step % trainer.test_freq == 0 or self.global_step == self.total_steps
                     ):
                         metrics.update(self.validate())
-                    self._log_step(self.global_step, metrics, self._samples(self._last_batch))
+                    samples = step_samples(self._last_batch, getattr(self, "_last_advantages", None), self.rollout.n,
+                                           self.cfg.devops.samples_per_step)
+                    self.outputs.log(self.global_step, metrics, samples)
                     if trainer.save_freq and trainer.save_freq > 0 and self.global_step % trainer.save_freq == 0:
                         self.save()
                     if self.progress is not None:
@@ -567,59 +435,11 @@ class NativeTrainer:
                 self.run_dir.event("failed", step=self.global_step, message=message)
                 raise
             finally:
-                self._close_outputs(0 if self.run_dir.meta().get("status") in ("finished", "stopped") else 1)
+                self.outputs.close(0 if self.run_dir.meta().get("status") in ("finished", "stopped") else 1)
                 scorer = getattr(self, "scorer", None)
                 if scorer is not None:
                     scorer.close()
         return self.run_dir
-
-
-MODEL_JSON_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json")
-
-
-def check_model_files(folder: Path) -> None:
-    """Read what a model folder's loading depends on (its JSON files, each safetensors header) and name the file that
-    is broken, instead of the error several layers down in transformers. Cheap: no weights are read."""
-    import json
-
-    from safetensors import SafetensorError, safe_open
-
-    from core.errors import shorten
-
-    folder = Path(folder)
-    for name in MODEL_JSON_FILES:
-        path = folder / name
-        if not path.is_file():
-            continue
-        try:
-            json.loads(path.read_bytes())
-        except (OSError, ValueError) as exc:
-            raise UserError(f"{shorten(path)}: not a readable JSON file ({shorten(exc, 100)}); restore the model's "
-                            "files (save_pretrained writes them)") from None
-    for path in sorted(folder.glob("*.safetensors")):
-        try:
-            with safe_open(str(path), "pt"):
-                pass
-        except (OSError, SafetensorError) as exc:
-            raise UserError(f"{shorten(path)}: not a complete safetensors file ({shorten(exc, 100)}); the copy is "
-                            "truncated or damaged: restore it") from None
-
-
-@contextmanager
-def model_errors(folder: Path) -> Iterator[None]:
-    """Turn what transformers raises on a model folder it cannot load into one line naming the folder."""
-    import torch
-
-    from core.errors import shorten
-
-    try:
-        yield
-    except torch.OutOfMemoryError:
-        raise  # the folder is fine; the device is full
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"{shorten(folder)}: cannot load the model ({type(exc).__name__}: {shorten(first, 160)}); "
-                        "check that the folder holds a complete save_pretrained model") from None
 
 
 def run_native(cfg, *, mode: str, run_dir, resume: bool = False, progress: Callable[[dict], None] | None = None):
