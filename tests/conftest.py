@@ -1,13 +1,16 @@
 """Test-wide settings: offline Hugging Face, and runs, cache and logs in temporary folders.
 
-Also plain helpers any test can import for bad-input checks: run_cli, assert_user_error, snapshot_files.
+Also plain helpers any test can import: for bad-input checks run_cli, assert_user_error, snapshot_files; for the
+cockpit's Pilot tests wait_for, text_of, write_task_files, write_eval_results.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -172,3 +175,61 @@ def chat_endpoint():
     yield make
     for server in made:
         server.close()
+
+
+# ---- the cockpit's Pilot tests ----------------------------------------------------------------------
+
+async def wait_for(pilot, condition, timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def text_of(widget, width: int = 100) -> str:
+    """What a Static shows, as plain text (a rich Table or Group rendered at `width`)."""
+    from rich.console import Console
+
+    console = Console(width=width, record=True, file=open(os.devnull, "w"))
+    console.print(widget.content)
+    return console.export_text()
+
+
+TASKS_YAML = """
+- id: {id}
+  type: {type}
+  difficulty: {difficulty}
+  desc: {desc}
+  expected_outputs: [alpha output, beta output, gamma output]
+  reference_answer: |
+    Use **{keyword}** with a rollback plan, monitoring and alerts.
+"""
+
+
+def write_task_files(folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    specs = [
+        ("k8s-001", "kubernetes", "easy", "Add readiness probes to a Deployment", "readinessProbe"),
+        ("k8s-002", "kubernetes", "hard", "Roll out a canary with Argo Rollouts", "canary"),
+        ("sec-001", "security", "medium", "Rotate a leaked database password", "rotation"),
+        ("ci-001", "ci_cd", "easy", "Cache pip downloads in GitHub Actions", "actions/cache"),
+    ]
+    files = []
+    for task_type in ("kubernetes", "security", "ci_cd"):
+        path = folder / f"{task_type}.yaml"
+        path.write_text("".join(TASKS_YAML.format(id=i, type=t, difficulty=d, desc=desc, keyword=k)
+                                for i, t, d, desc, k in specs if t == task_type))
+        files.append(path)
+    return files
+
+
+def write_eval_results(path: Path, rewards: dict[str, float]) -> None:
+    """An eval results file as `devops-rl eval` writes it (its summary made by the eval's own code)."""
+    from core.agent.results import summarize
+
+    results = [{"task_id": task_id, "type": task_id.split("-")[0], "difficulty": "easy", "reward": reward,
+                "breakdown": {"final_reward": reward, "dimensions": {"security": reward, "automation": reward / 2},
+                              "penalties": {"repetition": 0.0}}}
+               for task_id, reward in rewards.items()]
+    path.write_text(json.dumps({"summary": summarize(results), "results": results}))

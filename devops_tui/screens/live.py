@@ -132,6 +132,8 @@ class LiveScreen(Screen):
         self._alerts: list[Alert] = []
         self._log_lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)  # for a Log tab not shown yet
         self._shown_tabs: set[str] = set()  # tabs drawn at least once (for this run)
+        self._mounting: dict[str, asyncio.Future] = {}  # each tab's one mount of its widgets
+        self._mounted_tabs: set[str] = set()  # tabs whose widgets are mounted: only those are drawn into
         self.redraws = 0
 
     def compose(self) -> ComposeResult:
@@ -147,10 +149,14 @@ class LiveScreen(Screen):
         yield CockpitFooter()
 
     async def _fill_tab(self, tab: str) -> None:
-        """Mount a tab's widgets the first time it is shown."""
+        """Mount a tab's widgets the first time it is shown. The premount worker and a tab switch can ask at once:
+        the second caller waits for the first one's mount instead of drawing into half-mounted widgets."""
+        if tab not in self._mounting:
+            self._mounting[tab] = asyncio.ensure_future(self._mount_tab(tab))
+        await self._mounting[tab]
+
+    async def _mount_tab(self, tab: str) -> None:
         pane = self.query_one(f"#{tab}", TabPane)
-        if pane.children:
-            return
         if tab in CHART_TABS:
             charts = [Chart(title, keys, unit=unit) for title, keys, unit in CHART_TABS[tab]]
             await pane.mount(VerticalScroll(ChartPanel(charts, id=f"charts-{tab.removeprefix('tab-')}"),
@@ -168,6 +174,7 @@ class LiveScreen(Screen):
             log = Log(max_lines=LOG_LINES_KEPT, id="live-log", auto_scroll=True)
             await pane.mount(log)
             log.write_lines(list(self._log_lines))
+        self._mounted_tabs.add(tab)
         self._drawn_version = -1
 
     def on_mount(self) -> None:
@@ -277,6 +284,8 @@ class LiveScreen(Screen):
         state = self.state
         self._update_head()
         tab = self._active_tab()
+        if tab not in self._mounted_tabs:
+            return  # its widgets are still mounting: drawn by the next redraw after the mount
         if tab == "tab-samples" and state.samples_version != self._samples_shown:
             for inspector in self.query(SampleInspector).results(SampleInspector):
                 self._samples_shown = state.samples_version
