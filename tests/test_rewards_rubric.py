@@ -1,5 +1,9 @@
 """The per-task rubric: every check kind passes, partly passes and fails where a reviewer would say so;
-alternatives, forbidden patterns, substance rules and rubric validation (`tasks validate`)."""
+alternatives, forbidden patterns, substance rules and rubric validation (`tasks validate`).
+
+Over 450 lines on purpose: each check kind's cases are whole answers written out, so a case reads as the text the
+reward sees; the kinds share `one()` and the filler prose at the top.
+"""
 
 from __future__ import annotations
 

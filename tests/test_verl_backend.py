@@ -2,6 +2,7 @@
 RLHFDataset, the reward adapter run by verl's own reward manager, and the per-dimension metrics extension.
 
 What needs a GPU (vLLM rollouts, FSDP, Ray workers) is not run here; see docs/gpu.md and scripts/gpu_smoke.sh.
+Just over 450 lines: every test composes through the one cached verl config builder at the top.
 """
 
 from __future__ import annotations

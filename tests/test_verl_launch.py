@@ -3,6 +3,9 @@ cannot start here, and the pump that turns verl's file logger, checkpoints and r
 
 The recorded fixture (tests/fixtures/verl/metrics.jsonl) is in verl's file-logger format; it is replayed
 through verl's own FileLogger, so the bytes the pump reads are exactly what verl writes.
+
+Over 450 lines on purpose: one regression test per launcher defect of issue 12, sharing one fake verl child
+(`CHILD`) and one run-folder builder; split, each half would need both.
 """
 
 from __future__ import annotations

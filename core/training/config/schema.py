@@ -2,6 +2,8 @@
 
 A leaf's `Field(description=...)` says what it means and `json_schema_extra={"tune": ...}` how to tune it;
 `config show --describe`, the Config screen and docs/config.md (drift-tested) all read them through `key_help`.
+Over 450 lines on purpose: it is the table of every key (each leaf with its bounds, help and tuning note), kept in
+one file like verl's ppo_trainer.yaml so a reader finds any key in one place.
 """
 
 from __future__ import annotations
