@@ -27,6 +27,7 @@ from core.runs import (
     metric_rows,
     read_jsonl,
     resolve_run,
+    stop_child,
     stop_process,
     summarize,
 )
@@ -336,18 +337,10 @@ def test_stop_process_interrupts_then_escalates(on_sigint):
     proc = subprocess.Popen([sys.executable, "-c", STUBBORN, on_sigint], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
-
-        def exited_within(timeout: float) -> bool:
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                return False
-            return True
-
-        assert stop_process(proc.pid, wait=exited_within, grace_s=1.0)
+        assert stop_child(proc, group=False, grace_s=1.0)  # stop_process with a wait that reaps the child
         # SIGINT ends a cooperative trainer (130); one that ignores it gets SIGTERM
         assert proc.returncode == (130 if on_sigint == "exit" else -signal.SIGTERM)
-        assert stop_process(proc.pid, wait=exited_within)  # already gone: nothing is signalled
+        assert stop_process(proc.pid, wait=lambda timeout: proc.poll() is not None)  # already gone: nothing is signalled
     finally:
         if proc.poll() is None:
             proc.kill()
