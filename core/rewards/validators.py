@@ -243,16 +243,12 @@ def _yamllint_config():
 
 
 def _hcl(blocks: list[Block]) -> list[list[Finding]]:
-    import hcl2
+    from core.rewards.artifacts import hcl_loads  # the same reading the rubric's checks use, parsed once
 
     out = []
     for block in blocks:
-        try:
-            hcl2.loads(block.body)
-            out.append([])
-        except Exception as exc:  # lark raises several error types for bad input
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            out.append([Finding("python-hcl2", ERROR, f"does not parse: {first[:90]}")])
+        raw, error = hcl_loads(block.body)
+        out.append([] if raw is not None else [Finding("python-hcl2", ERROR, f"does not parse: {error[:90]}")])
     return out
 
 
