@@ -52,6 +52,19 @@ def test_each_validator_finds_its_mistake_and_caches_it(name):
     assert not notes
 
 
+@pytest.mark.parametrize("name", ["shellcheck", "hadolint"])
+def test_a_users_ghc_runtime_options_do_not_silence_the_haskell_validators(name, monkeypatch):
+    """shellcheck and hadolint are GHC programs: under a GHCRTS they do not take they print nothing, which
+    would read as a clean block."""
+    monkeypatch.setenv("GHCRTS", "-N1 -A64m -unknown-flag")
+    v.clear_cache()
+    v._hadolint_env.cache_clear()
+    kind, body, expected = BAD_BLOCKS[name]
+    (found,), notes = v.validate([v.Block(kind, body)])
+    assert any(f.tool == name and expected in f.message for f in found), found
+    v._hadolint_env.cache_clear()
+
+
 def test_the_answer_pays_for_validator_errors():
     fence = "```"
     kind, body, _ = BAD_BLOCKS["kubernetes-validate"]

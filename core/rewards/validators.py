@@ -69,6 +69,13 @@ def _binary(name: str) -> str | None:
     return str(local) if local.is_file() and os.access(local, os.X_OK) else shutil.which(name)
 
 
+def _tool_env() -> dict[str, str]:
+    """The validators' environment: this one without GHCRTS. A user's GHC runtime options are for their own
+    programs; shellcheck and hadolint are GHC binaries that exit with no output under options they do not take,
+    which would read as "no findings"."""
+    return {name: value for name, value in os.environ.items() if name != "GHCRTS"}
+
+
 def _run_files(argv: list[str], blocks: list[Block], suffix: str,
                env: dict[str, str] | None = None) -> tuple[str, dict[str, int]]:
     """Write the blocks to files in a temp folder, run the tool on all of them at once (with `env` as its
@@ -80,7 +87,8 @@ def _run_files(argv: list[str], blocks: list[Block], suffix: str,
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(block.body if block.body.endswith("\n") else block.body + "\n")
             names[path] = index
-        result = subprocess.run([*argv, *names], capture_output=True, text=True, timeout=TIMEOUT_S, check=False, env=env)
+        result = subprocess.run([*argv, *names], capture_output=True, text=True, timeout=TIMEOUT_S, check=False,
+                                env=env if env is not None else _tool_env())
         return result.stdout, names
 
 
@@ -109,7 +117,7 @@ def _hadolint_env() -> dict[str, str] | None:
     """hadolint's environment: its release binaries are built with `-with-rtsopts=-N5`, five GHC capabilities
     whose parallel garbage collection costs 25-30 % more CPU than one on a worker's core; the same output.
     GHCRTS=-N1 only where this build takes it (a build without the threaded runtime fails on it): None there."""
-    env = {**os.environ, "GHCRTS": "-N1"}
+    env = {**_tool_env(), "GHCRTS": "-N1"}
     try:
         probe = subprocess.run([_binary("hadolint"), "--version"], capture_output=True, text=True, timeout=TIMEOUT_S,
                                check=False, env=env)
