@@ -90,14 +90,16 @@ def test_export_without_a_destination_or_of_a_missing_run_is_a_one_line_error(tm
 
 @pytest.mark.slow
 def test_the_torch_backend_honours_tensorboard_and_wandb_loggers(tmp_path):
-    """A real two-step ci-fast run with `trainer.logger: [console, file, tensorboard, wandb]`, as verl would log."""
+    """A real two-step ci-fast run (no warm-start) with `trainer.logger: [console, file, tensorboard, wandb]`, as verl
+    would log."""
     env = {"TENSORBOARD_DIR": str(tmp_path / "tb"), "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path / "wb"),
            "WANDB_SILENT": "true"}
     overrides = ["data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
                  "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2", "actor_rollout_ref.rollout.n=2",
                  "data.max_response_length=16", "trainer.total_training_steps=2", "trainer.save_freq=2",
                  "trainer.test_freq=-1", "trainer.val_before_train=false",
-                 "trainer.logger=[console,file,tensorboard,wandb]"]
+                 "trainer.logger=[console,file,tensorboard,wandb]",
+                 "devops.sft_warmstart_steps=0"]  # the loggers are the point: no warm-start to wait for
     args = ["train", "--mode", "ci-fast", "--run-dir", str(tmp_path / "run")]
     for override in overrides:
         args += ["--set", override]
