@@ -111,3 +111,56 @@ def test_prompt_truncation_matches_the_data_settings():
     assert truncate_prompt(ids, 10, "error", "t") == ids
     with pytest.raises(UserError, match="task 't' has a 10-token prompt, over 4; raise data.max_prompt_length"):
         truncate_prompt(ids, 4, "error", "t")
+
+
+def test_answer_loss_equals_the_models_own_loss_and_gradients(tiny):
+    """The shared-prefix loss SFT trains with gives the loss and the gradients of `model(labels=...)`, on rows
+    padded on the right as SFT collates them, with a task twice (a prefix longer than the system prompt)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from core.training.sft import _collate, answer_loss, build_examples
+    from tasks.prompt import system_prompt
+
+    path, tok = tiny
+    tasks = _train_tasks(3)
+    examples = build_examples([tasks[0], tasks[1], tasks[0], tasks[2]], tok, system_prompt(), max_length=900,
+                              max_answer_tokens=64)
+    examples[2] = (examples[2][0][:-5], examples[2][1][:-5])  # the repeated task, shorter: padded after a shared prefix
+    input_ids, labels, attention = _collate(examples, tok.pad_token_id)
+    assert attention[:, 0].all() and not attention[2, -1]  # padded on the right
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+
+    def loss_and_grads(compute):
+        model.zero_grad(set_to_none=True)
+        loss = compute()
+        loss.backward()
+        return loss.item(), [p.grad.clone() for p in model.parameters()]
+
+    ours, our_grads = loss_and_grads(lambda: answer_loss(model, input_ids, attention, labels))
+    theirs, their_grads = loss_and_grads(lambda: model(input_ids=input_ids, attention_mask=attention, labels=labels).loss)
+    assert ours == pytest.approx(theirs, rel=1e-5)
+    for mine, reference in zip(our_grads, their_grads):
+        torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-6)
+
+
+def test_answers_are_fitted_to_the_budget_at_a_paragraph_boundary_outside_code(tiny):
+    from core.training.sft import fit_answer
+
+    _, tok = tiny
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    fitted = 0
+    for task in _train_tasks(40):
+        ids = fit_answer(tok, task.reference_answer, 128)
+        assert len(ids) <= 128
+        if ids[-1] != eos:  # only a first paragraph over the budget is cut, and then it is its start
+            assert task.reference_answer.startswith(tok.decode(ids)) and "\n\n" not in tok.decode(ids)
+            continue
+        text = tok.decode(ids[:-1])
+        assert task.reference_answer.startswith(text) and text.count("```") % 2 == 0
+        rest = task.reference_answer[len(text):]
+        assert rest == "" or rest.startswith("\n\n")
+        fitted += 1
+    assert fitted >= 10  # most answers keep whole paragraphs
+    whole = fit_answer(tok, _train_tasks(1)[0].reference_answer, None)
+    assert whole[-1] == eos and tok.decode(whole[:-1]) == _train_tasks(1)[0].reference_answer

@@ -255,8 +255,8 @@ class NativeTrainer:
             settings = SftSettings(
                 steps=cfg.devops.sft_warmstart_steps, batch_size=8, seed=self.seed,
                 max_prompt_length=cfg.data.max_prompt_length, truncation=cfg.data.truncation,
-                max_answer_tokens=2 * cfg.data.max_response_length,
-                max_length=cfg.data.max_prompt_length + 2 * cfg.data.max_response_length,
+                max_answer_tokens=cfg.data.max_response_length,
+                max_length=cfg.data.max_prompt_length + cfg.data.max_response_length,
             )
             base = ensure_warmstart(base, settings, train_tasks, device=cfg.devops.device)
         self.base_path = base

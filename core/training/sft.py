@@ -37,7 +37,8 @@ class SftSettings:
     # The RL run's prompt limit and truncation, so the warm-start sees the prompts RL will see.
     max_prompt_length: int | None = None
     truncation: str = "error"
-    # Only the start of each answer (RL samples short responses; the rest costs time and teaches little).
+    # Fit each answer to this many tokens, its end token included (`fit_answer`): RL samples short responses,
+    # so the warm-start teaches a whole short answer that ends, not the cut-off start of a long one.
     max_answer_tokens: int | None = None
 
 
@@ -57,6 +58,33 @@ def truncate_prompt(ids: list[int], limit: int | None, how: str, task_id: str) -
     )
 
 
+def fit_answer(tokenizer, answer: str, budget: int | None) -> list[int]:
+    """The answer's token ids and `<|im_end|>`, fitted to `budget` tokens at a paragraph boundary.
+
+    Keeps the leading whole paragraphs (blank-line separated, never ending inside a code fence) that fit with the
+    end token, so the model learns to finish within the budget; a first paragraph over the budget is cut (and
+    the end token with it).
+    """
+    eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
+
+    def encode(text: str) -> list[int]:
+        return tokenizer(text, add_special_tokens=False)["input_ids"] + [eos]
+
+    if budget is None:
+        return encode(answer)
+    paragraphs = answer.split("\n\n")
+    best = encode(paragraphs[0])[:budget]
+    for end in range(2, len(paragraphs) + 1):
+        text = "\n\n".join(paragraphs[:end])
+        if text.count("```") % 2:
+            continue
+        ids = encode(text)
+        if len(ids) > budget:
+            break
+        best = ids
+    return best
+
+
 def build_examples(
     tasks,
     tokenizer,
@@ -73,7 +101,6 @@ def build_examples(
     the answer plus `<|im_end|>` separately, so SFT teaches the very token sequence RL will sample.
     """
     examples = []
-    eos = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
     for task in tasks:
         if not task.reference_answer:
             continue
@@ -81,9 +108,7 @@ def build_examples(
         prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         prompt_ids = truncate_prompt(tokenizer(prompt, add_special_tokens=False)["input_ids"],
                                      max_prompt_length, truncation, task.id)
-        answer_ids = tokenizer(task.reference_answer, add_special_tokens=False)["input_ids"] + [eos]
-        if max_answer_tokens is not None:
-            answer_ids = answer_ids[:max_answer_tokens]
+        answer_ids = fit_answer(tokenizer, task.reference_answer, max_answer_tokens)
         room = max_length - len(prompt_ids)
         if room < 16:
             raise UserError(
@@ -109,6 +134,33 @@ def _collate(batch, pad_id: int):
         labels[row, : len(labs)] = torch.tensor(labs)
         attention[row, : len(ids)] = 1
     return input_ids, labels, attention
+
+
+def answer_loss(model, input_ids, attention, labels):
+    """Mean next-token cross-entropy over the labelled (answer) positions: the model's own `loss`, computed cheaper.
+
+    Two savings, both exact: the tokens every row starts with (the system prompt, most of each prompt) go through
+    the layers once, their keys and values shared by the rows; and the output projection runs only where a label
+    is (over a 4k vocabulary it costs a small model more than its layers). Rows must be padded on the right.
+    """
+    import torch
+
+    decoder = model.get_decoder()
+    rows, width = input_ids.shape
+    # The shared prefix ends where any row first differs, and leaves every row at least one token of its own.
+    differs = (input_ids != input_ids[:1]).any(dim=0).nonzero()
+    shared = min(int(differs[0]) if len(differs) else width, width - 1)
+    if rows > 1 and shared > 0:
+        head = decoder(input_ids=input_ids[:1, :shared], use_cache=True)
+        head.past_key_values.batch_repeat_interleave(rows)
+        tail = decoder(input_ids=input_ids[:, shared:], attention_mask=attention, past_key_values=head.past_key_values)
+        hidden = torch.cat([head.last_hidden_state.expand(rows, -1, -1), tail.last_hidden_state], dim=1)
+    else:
+        hidden = decoder(input_ids=input_ids, attention_mask=attention).last_hidden_state
+    targets = labels[:, 1:]
+    keep = targets != IGNORE_INDEX
+    logits = model.get_output_embeddings()(hidden[:, :-1][keep])
+    return torch.nn.functional.cross_entropy(logits.float(), targets[keep])
 
 
 def run_sft(
@@ -161,7 +213,7 @@ def run_sft(
                 rng.shuffle(order)
             batch.append(examples[order.pop()])
         input_ids, labels, attention = (t.to(dev) for t in _collate(batch, tokenizer.pad_token_id))
-        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        loss = answer_loss(model, input_ids, attention, labels)
         if not torch.isfinite(loss):
             raise UserError(f"sft: the loss became {loss.item()} at step {step}; lower --lr (now {settings.lr})")
         optimizer.zero_grad(set_to_none=True)
