@@ -227,9 +227,10 @@ class ConfigScreen(Screen):
             self.row_keys.append(key)
         if self.row_keys:
             target = min(row or 1, len(self.row_keys) - 1)
-            # The first key is on screen without scrolling; a scroll asked for before the table's first layout
-            # (a loaded machine) could leave the section's heading above the top.
-            table.move_cursor(row=target, scroll=target > 1)
+            if table.size.height:
+                table.move_cursor(row=target)
+            else:  # not laid out yet (a loaded machine): scrolled into a zero-height view, the first heading would hide
+                self.call_after_refresh(table.move_cursor, row=target)
 
     def _show_status(self) -> None:
         message = self.query_one("#config-message", Static)
