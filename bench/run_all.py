@@ -23,6 +23,7 @@ COLUMNS = ("benchmark", "figure", "value", "unit", "peer", "ratio", "goal")
 def _load(path: Path):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module  # registered: a benchmark's process pool pickles its functions by module name
     spec.loader.exec_module(module)
     return module
 
