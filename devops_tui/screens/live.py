@@ -132,8 +132,7 @@ class LiveScreen(Screen):
         self._alerts: list[Alert] = []
         self._log_lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)  # for a Log tab not shown yet
         self._shown_tabs: set[str] = set()  # tabs drawn at least once (for this run)
-        self._mounting: dict[str, asyncio.Future] = {}  # each tab's one mount of its widgets
-        self._mounted_tabs: set[str] = set()  # tabs whose widgets are mounted: only those are drawn into
+        self._mounting: dict[str, asyncio.Future] = {}  # each tab's one mount of its widgets (done: drawn into)
         self.redraws = 0
 
     def compose(self) -> ComposeResult:
@@ -174,7 +173,6 @@ class LiveScreen(Screen):
             log = Log(max_lines=LOG_LINES_KEPT, id="live-log", auto_scroll=True)
             await pane.mount(log)
             log.write_lines(list(self._log_lines))
-        self._mounted_tabs.add(tab)
         self._drawn_version = -1
 
     def on_mount(self) -> None:
@@ -284,7 +282,8 @@ class LiveScreen(Screen):
         state = self.state
         self._update_head()
         tab = self._active_tab()
-        if tab not in self._mounted_tabs:
+        mounting = self._mounting.get(tab)
+        if mounting is None or not mounting.done():
             return  # its widgets are still mounting: drawn by the next redraw after the mount
         if tab == "tab-samples" and state.samples_version != self._samples_shown:
             for inspector in self.query(SampleInspector).results(SampleInspector):
