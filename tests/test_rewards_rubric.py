@@ -464,24 +464,30 @@ def test_rubric_problems_name_the_criterion_and_the_fix(rubric, message):
     assert any(message in text for _, text in problems), problems
 
 
-def test_tasks_validate_reports_the_rubric_problem_at_its_line(tmp_path):
+def validate_task(tmp_path, task_id: str, first_id: str, second_check: str) -> tuple:
+    """`devops-rl tasks validate` on one task file whose rubric's first id and second check vary."""
     path = tmp_path / "t.yaml"
-    path.write_text(textwrap.dedent("""\
-        - id: demo-001
+    path.write_text(textwrap.dedent(f"""\
+        - id: {task_id}
           type: kubernetes
           difficulty: easy
           desc: Add readiness probes to the payments Deployment so rollouts stop sending traffic to cold pods.
           expected_outputs: [readinessProbe, livenessProbe, rollout]
           rubric:
-            - {id: a, description: A first criterion that holds., weight: 1, check: {concept: [readiness]}}
-            - {id: bb, description: A second criterion that holds., weight: 1, check: {yaml: "spec.[?"}}
-            - {id: cc, description: A third criterion that holds., weight: 1, check: {concept: [liveness]}}
-            - {id: dd, description: A fourth criterion that holds., weight: 1, check: {concept: [rollout]}}
+            - {{id: {first_id}, description: A first criterion that holds., weight: 1, check: {{concept: [readiness]}}}}
+            - {{id: bb, description: A second criterion that holds., weight: 1, check: {{yaml: "{second_check}"}}}}
+            - {{id: cc, description: A third criterion that holds., weight: 1, check: {{concept: [liveness]}}}}
+            - {{id: dd, description: A fourth criterion that holds., weight: 1, check: {{concept: [rollout]}}}}
           reference_answer: |
             Use HTTP probes on /healthz.
         """), encoding="utf-8")
     result = subprocess.run([sys.executable, "-m", "core.cli.main", "tasks", "validate", str(path)],
                             capture_output=True, text=True, timeout=120)
+    return path, result
+
+
+def test_tasks_validate_reports_the_rubric_problem_at_its_line(tmp_path):
+    path, result = validate_task(tmp_path, "demo-001", "a", "spec.[?")
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert any(f"{path}:7:" in line and "'a' must be lowercase" in line for line in lines), lines
@@ -511,23 +517,7 @@ def test_a_score_does_not_depend_on_the_answers_scored_before():
 
 
 def test_tasks_validate_warns_about_a_query_that_can_never_match(tmp_path):
-    path = tmp_path / "t.yaml"
-    path.write_text(textwrap.dedent("""\
-        - id: demo-002
-          type: kubernetes
-          difficulty: easy
-          desc: Add readiness probes to the payments Deployment so rollouts stop sending traffic to cold pods.
-          expected_outputs: [readinessProbe, livenessProbe, rollout]
-          rubric:
-            - {id: aa, description: A first criterion that holds., weight: 1, check: {concept: [readiness]}}
-            - {id: bb, description: A second criterion that holds., weight: 1, check: {yaml: "kind==Deployment"}}
-            - {id: cc, description: A third criterion that holds., weight: 1, check: {concept: [liveness]}}
-            - {id: dd, description: A fourth criterion that holds., weight: 1, check: {concept: [rollout]}}
-          reference_answer: |
-            Use HTTP probes on /healthz.
-        """), encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "core.cli.main", "tasks", "validate", str(path)],
-                            capture_output=True, text=True, timeout=120)
+    path, result = validate_task(tmp_path, "demo-002", "aa", "kind==Deployment")
     assert result.returncode == 0, result.stderr
     assert f"warning: {path}:8:" in result.stderr and "'Deployment' is read as a field name" not in result.stderr
     assert "`Deployment` is read as a field name" in result.stderr and "ok: 1 tasks valid" in result.stdout
