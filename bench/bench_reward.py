@@ -200,8 +200,8 @@ def _validator_tier(pairs: list[tuple[str, object]]) -> tuple[float, float]:
 
 def _validator_costs(answers: list[str]) -> list[dict]:
     """Milliseconds per block for each validator, on the synthetic answers' blocks, in one batch each."""
-    from core.rewards import validators as v
-    from core.rewards.code_blocks import check_block, split_fences
+    from core.rewards.checks import validators as v
+    from core.rewards.parse.code_blocks import check_block, split_fences
 
     blocks = [v.Block(r.kind, p.body) for a in answers for p in split_fences(a) if p.lang
               for r in [check_block(p)] if r.valid]
@@ -228,7 +228,7 @@ def _yaml_only(answers: list[str]) -> float:
     """The peer: PyYAML (libyaml) safe_load_all of the same answers' yaml blocks, nothing else."""
     import yaml
 
-    from core.rewards.code_blocks import split_fences
+    from core.rewards.parse.code_blocks import split_fences
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     blocks = [[p.body for p in split_fences(a) if p.lang == "yaml"] for a in answers]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import tasks
 from core.errors import UserError
 from core.rewards import DIMENSIONS, PENALTIES, RewardBreakdown, calculate_devops_reward, score, weights_for
-from core.rewards.signals import rubric_keywords
+from core.rewards.checks.signals import rubric_keywords
 
 OFF_TOPIC = (
     "Sourdough bread needs patience more than skill. Feed the starter twice a day for a week until it doubles "
@@ -355,7 +355,7 @@ SHELL_SCRIPTS = [
 def _bashlex_split(text: str):
     import bashlex
 
-    from core.rewards.commands import _walk_bash
+    from core.rewards.parse.commands import _walk_bash
 
     commands, pipelines = [], []
     for node in bashlex.parse(text):
@@ -364,7 +364,7 @@ def _bashlex_split(text: str):
 
 
 def _fast_split(text: str):
-    from core.rewards import shell
+    from core.rewards.parse import shell
 
     commands, pipelines = shell.split(text)
     return ([tuple(c) for c in commands if c], [tuple(map(tuple, p)) for p in pipelines if len(p) > 1])
@@ -379,7 +379,7 @@ def test_the_fast_shell_splitter_agrees_with_bashlex_on_random_scripts():
     """Where the splitter accepts a script, bashlex parses it to the same commands; the rest goes to bashlex."""
     import random
 
-    from core.rewards import shell
+    from core.rewards.parse import shell
 
     rng = random.Random(7)
     words = ["kubectl", "get", "-n", "prod", "$x", '"$x"', "'a b'", "${V:-d}", "a=b", "--k=v", "$(date)", '"$(date +%s)"',

@@ -11,7 +11,7 @@ import pytest
 
 import tasks
 from core.rewards import score
-from core.rewards.signals import rubric_keywords
+from core.rewards.checks.signals import rubric_keywords
 
 FIXTURES = Path(__file__).parent / "fixtures" / "rewards"
 LEVELS = ("expert", "solid", "generic", "poor")

@@ -226,13 +226,13 @@ def test_inline_commands_are_recognised_by_their_shape_not_by_a_list(span):
 @pytest.mark.parametrize("span", ["maxUnavailable: 0", "cl_waiting > 0", "encrypt = true", "sum by (cluster) (up)",
                                   "test (3.10)", "readinessProbe", "pods are replaced and then"])
 def test_expressions_config_and_prose_in_backticks_are_not_commands(span):
-    from core.rewards.text import analyse
+    from core.rewards.parse.text import analyse
 
     assert not [s for s in analyse(f"The check shows `{span}` here.").segments if s.kind == "inline_code"]
 
 
 def test_inline_spans_pair_their_own_backticks():
-    from core.rewards.text import analyse
+    from core.rewards.parse.text import analyse
 
     spans = [s.text for s in analyse("Run `id` then `whoami`; `id` shows uid 10001 and `ps -o user` the owner.").segments
              if s.kind == "inline_code"]
@@ -390,7 +390,7 @@ def test_text_credit_halves_where_an_artifact_is_asked_for_or_the_answer_is_not_
 
 
 def _prose_only(answer: str) -> str:
-    from core.rewards.code_blocks import split_fences
+    from core.rewards.parse.code_blocks import split_fences
 
     return "\n".join(part.body for part in split_fences(answer) if part.lang is None)
 

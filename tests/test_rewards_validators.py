@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.rewards import score
-from core.rewards import validators as v
+from core.rewards.checks import validators as v
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -144,7 +144,7 @@ def test_a_missing_module_is_skipped_with_one_warning_and_a_note():
 def test_the_duplicate_key_scan_reports_what_yamllint_reports(body):
     from yamllint import linter
 
-    from core.rewards.validators import _duplicate_keys, _yamllint_config
+    from core.rewards.checks.validators import _duplicate_keys, _yamllint_config
 
     expected = [(p.line, p.desc) for p in linter.run(body, _yamllint_config()) if p.rule == "key-duplicates"]
     assert _duplicate_keys(body) == expected

@@ -11,7 +11,7 @@ from core.rewards.breakdown import (
     score_batch,
     weights_for,
 )
-from core.rewards.penalties import PENALTIES
+from core.rewards.checks.penalties import PENALTIES
 
 __all__ = ["DIMENSIONS", "PENALTIES", "RewardBreakdown", "calculate_devops_reward", "prefetch_validators", "score",
            "score_batch", "weights_for"]

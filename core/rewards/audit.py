@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.rewards.code_blocks import split_fences
+from core.rewards.parse.code_blocks import split_fences
 
 ANSWERS_DIR = Path(__file__).with_name("audit_answers")
 REFERENCE_FLOOR = 0.7
@@ -138,7 +138,7 @@ def _concepts(task: Any) -> list[str]:
 
 
 def _yaml_block_of_keywords(task: Any) -> str:
-    from core.rewards.signals import rubric_keywords
+    from core.rewards.checks.signals import rubric_keywords
 
     words = [*task.expected_outputs, *_concepts(task), *rubric_keywords()[:60]]
     keys = list(dict.fromkeys(re.sub(r"[^A-Za-z0-9]+", "_", w).strip("_").lower() for w in words))
@@ -177,8 +177,8 @@ def _edit_first_pod(task: Any, edit: Callable[[dict, dict], None], fallback: str
     `fallback` appended when it has none."""
     import yaml
 
-    from core.rewards.code_blocks import yaml_documents
-    from core.rewards.dangers import _pod_specs
+    from core.rewards.checks.dangers import _pod_specs
+    from core.rewards.parse.code_blocks import yaml_documents
 
     reference = task.reference_answer
     for part in split_fences(reference):

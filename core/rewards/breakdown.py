@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
-from core.rewards import penalties as pen
-from core.rewards.artifacts import Artifacts
-from core.rewards.credentials import find_secrets
-from core.rewards.dangers import find_dangers
-from core.rewards.penalties import PENALTIES
+from core.rewards.checks import penalties as pen
+from core.rewards.checks.credentials import find_secrets
+from core.rewards.checks.dangers import find_dangers
+from core.rewards.checks.penalties import PENALTIES
+from core.rewards.checks.signals import annotate, score_dimensions, score_expected
+from core.rewards.parse.artifacts import Artifacts
+from core.rewards.parse.text import analyse
 from core.rewards.rubric import compile_rubric, evaluate
-from core.rewards.signals import annotate, score_dimensions, score_expected
-from core.rewards.text import analyse
 
 DIMENSIONS = ("automation", "reliability", "security", "observability", "documentation", "expected_outputs")
 WEIGHTS_FILE = Path(__file__).with_name("weights.yaml")
@@ -207,7 +207,7 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
 def _run_validators(analysis) -> tuple[list[str], list[str]]:
     """Run the real validators on the answer's valid code blocks: their errors and warnings join each block's
     problems and issues (the broken_code penalty); detect-secrets findings are returned as secrets."""
-    from core.rewards.validators import ERROR, Block, validate
+    from core.rewards.checks.validators import ERROR, Block, validate
 
     blocks = [b for b in analysis.blocks if b.valid and b.body.strip()]
     findings, notes = validate([Block(b.kind, b.body) for b in blocks])
@@ -226,8 +226,8 @@ def _run_validators(analysis) -> tuple[list[str], list[str]]:
 def prefetch_validators(answers: list[str]) -> None:
     """Run every external validator once over all valid code blocks of `answers` and cache the results, so
     scoring them one by one starts no more shellcheck/hadolint processes (one per batch instead of per answer)."""
-    from core.rewards.code_blocks import check_block, split_fences
-    from core.rewards.validators import Block, prefetch
+    from core.rewards.checks.validators import Block, prefetch
+    from core.rewards.parse.code_blocks import check_block, split_fences
 
     blocks = []
     for answer in answers:

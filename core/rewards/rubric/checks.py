@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from core.rewards.signals import _snippet
-from core.rewards.text import _TOKEN, phrase_key
+from core.rewards.checks.signals import _snippet
+from core.rewards.parse.text import _TOKEN, phrase_key
 
 if TYPE_CHECKING:
     from core.rewards.rubric.scoring import _View

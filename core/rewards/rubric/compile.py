@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from core.rewards.artifacts import normalise_sql
+from core.rewards.parse.artifacts import normalise_sql
+from core.rewards.parse.text import phrase_key
 from core.rewards.rubric.checks import (
     AnyOf,
     ConceptCheck,
@@ -25,7 +26,6 @@ from core.rewards.rubric.checks import (
     SqlCheck,
     _loose_pattern,
 )
-from core.rewards.text import phrase_key
 
 CHECK_KINDS = ("concept", "yaml", "hcl", "sql", "shell", "dockerfile", "pattern", "forbid")
 CRITERIA_RANGE = (4, 10)

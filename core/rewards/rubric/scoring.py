@@ -9,9 +9,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.rewards.artifacts import Artifacts
-from core.rewards.negation import HINT as NEGATION_HINT
-from core.rewards.negation import negated
+from core.rewards.parse.artifacts import Artifacts
+from core.rewards.parse.negation import HINT as NEGATION_HINT
+from core.rewards.parse.negation import negated
+from core.rewards.parse.text import STOPWORDS, Segment, phrase_key, stem
+from core.rewards.parse.text import tokens as tokens_of
 from core.rewards.rubric.checks import (
     AnyOf,
     ConceptCheck,
@@ -24,8 +26,6 @@ from core.rewards.rubric.checks import (
     _short,
 )
 from core.rewards.rubric.compile import Criterion
-from core.rewards.text import STOPWORDS, Segment, phrase_key, stem
-from core.rewards.text import tokens as tokens_of
 
 PASSED, PARTIAL, FAILED = "passed", "partial", "failed"
 # A code block whose tokens are mostly the rubric's own concept words is a keyword block, not an artifact.

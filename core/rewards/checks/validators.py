@@ -177,7 +177,7 @@ def _k8s_definitions(folder: str):
 def _kubernetes(blocks: list[Block]) -> list[list[Finding]]:
     import jsonschema
 
-    from core.rewards.code_blocks import yaml_documents
+    from core.rewards.parse.code_blocks import yaml_documents
 
     out: list[list[Finding]] = []
     for block in blocks:
@@ -251,7 +251,7 @@ def _yamllint_config():
 
 
 def _hcl(blocks: list[Block]) -> list[list[Finding]]:
-    from core.rewards.artifacts import hcl_loads  # the same reading the rubric's checks use, parsed once
+    from core.rewards.parse.artifacts import hcl_loads  # the same reading the rubric's checks use, parsed once
 
     out = []
     for block in blocks:
@@ -265,7 +265,7 @@ def _sql(blocks: list[Block]) -> list[list[Finding]]:
     import sqlglot
     from sqlglot.errors import SqlglotError
 
-    from core.rewards.artifacts import quiet_sqlglot
+    from core.rewards.parse.artifacts import quiet_sqlglot
 
     quiet_sqlglot()
     out = []

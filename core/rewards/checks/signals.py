@@ -12,7 +12,7 @@ from collections import Counter
 from functools import lru_cache
 from itertools import accumulate
 
-from core.rewards.text import Segment, phrase_key, stem
+from core.rewards.parse.text import Segment, phrase_key, stem
 
 # dimension -> signal name -> (weight, phrases). Phrases are written naturally; they are normalised with
 # the same tokenizer as the answer, so "readinessProbe", "readiness probe" and "readiness-probes" meet.

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from core.rewards.code_blocks import BlockReport, check_block, split_fences
+from core.rewards.parse.code_blocks import BlockReport, check_block, split_fences
 
 # One pass that splits camelCase and acronyms ("MaxRAMPercentage" -> Max RAM Percentage) and keeps
 # letter-digit words together ("k8s", "p99", "5xx", "ec2").

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from core.rewards.text import Analysis
+from core.rewards.parse.text import Analysis
 
 PENALTIES = ("keyword_stuffing", "repetition", "degenerate", "length", "broken_code", "hardcoded_secret", "dangerous_advice")
 

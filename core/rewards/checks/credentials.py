@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
-from core.rewards.artifacts import Artifacts
-from core.rewards.commands import Command
-from core.rewards.text import Analysis
+from core.rewards.parse.artifacts import Artifacts
+from core.rewards.parse.commands import Command
+from core.rewards.parse.text import Analysis
 
 # Credentials recognisable by their format, wherever they appear; each with the literal text every match
 # holds (a quick test before the regex scans the answer).

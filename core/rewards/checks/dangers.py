@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from core.rewards.artifacts import Artifacts
-from core.rewards.commands import Command
-from core.rewards.negation import phrase_negated
-from core.rewards.text import Analysis
+from core.rewards.parse.artifacts import Artifacts
+from core.rewards.parse.commands import Command
+from core.rewards.parse.negation import phrase_negated
+from core.rewards.parse.text import Analysis
 
 _DANGEROUS_CAPABILITIES = frozenset({"SYS_ADMIN", "NET_ADMIN", "ALL", "SYS_PTRACE", "SYS_MODULE", "DAC_READ_SEARCH",
                                      "SYS_RAWIO", "BPF", "CAP_SYS_ADMIN", "CAP_NET_ADMIN"})

@@ -1,5 +1,5 @@
 """Shell commands and pipelines of an answer's scripts (shell and console blocks, inline commands, CI steps,
-Dockerfile RUN): split directly, by `core.rewards.shell`, or by bashlex; wrappers such as `sudo -E` peeled off.
+Dockerfile RUN): split directly, by `core.rewards.parse.shell`, or by bashlex; wrappers such as `sudo -E` peeled off.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
 
-from core.rewards import shell
-from core.rewards.code_blocks import ARITHMETIC
+from core.rewards.parse import shell
+from core.rewards.parse.code_blocks import ARITHMETIC
 
 # Wrappers that run the real command: `sudo -E bash`, `env FOO=1 kubectl ...`, `time terraform plan`.
 _WRAPPERS = frozenset({"sudo", "env", "time", "nohup", "exec", "command", "doas", "nice", "stdbuf"})

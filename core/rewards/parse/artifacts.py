@@ -11,9 +11,9 @@ import re
 from functools import cached_property, lru_cache
 from typing import Any
 
-from core.rewards.code_blocks import BlockReport, dockerfile_instructions, yaml_documents
-from core.rewards.commands import Command, _add_command, _yaml_scripts, console_script, parse_shell
-from core.rewards.text import Analysis
+from core.rewards.parse.code_blocks import BlockReport, dockerfile_instructions, yaml_documents
+from core.rewards.parse.commands import Command, _add_command, _yaml_scripts, console_script, parse_shell
+from core.rewards.parse.text import Analysis
 
 log = logging.getLogger(__name__)
 

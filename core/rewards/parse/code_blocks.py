@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from core.rewards import shell
+from core.rewards.parse import shell
 
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+#.\-]*)")
 _LANGS = {
