@@ -33,10 +33,12 @@ TASK_TYPES: tuple[str, ...] = (
 )
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
 REQUIRED_KEYS = ("id", "type", "difficulty", "desc", "expected_outputs", "reference_answer")
-ALLOWED_KEYS = frozenset((*REQUIRED_KEYS, "rubric"))
+ALLOWED_KEYS = frozenset((*REQUIRED_KEYS, "rubric", "mutants"))
 # `tasks validate` requires a rubric on every task of the task set (tasks/data); a user's own task files
 # and a single --task-file may leave it out (the reward then falls back to the six dimensions).
 RUBRIC_REQUIRED = True
+# ... and, with it, at least one decisive criterion and this many mutants of its reference (tasks/mutants.py).
+MUTANTS_REQUIRED = 0  # 3 once every task of tasks/data has its decisive criteria and mutants
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{1,63}$")
 EXPECTED_OUTPUTS_RANGE = (3, 6)
 
@@ -54,6 +56,8 @@ class Task:
     source: str = ""
     # The grading criteria (see docs/reward.md, "Writing a rubric"); mappings as written in the file.
     rubric: tuple[Mapping[str, Any], ...] = field(default=(), hash=False)
+    # Edits of the reference that each break one decisive decision (tasks/mutants.py), as written in the file.
+    mutants: tuple[Mapping[str, Any], ...] = field(default=(), hash=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The task as its YAML mapping (without `source`)."""
@@ -70,6 +74,10 @@ class Task:
             import copy
 
             data["rubric"] = copy.deepcopy(list(self.rubric))
+        if self.mutants:
+            import copy
+
+            data["mutants"] = copy.deepcopy(list(self.mutants))
         return data
 
 
@@ -127,7 +135,7 @@ def _check_task(
         if key not in ALLOWED_KEYS:
             problems.add(
                 path, key_lines.get(str(key), line),
-                f"{label}: unknown key '{key}' (allowed: {', '.join((*REQUIRED_KEYS, 'rubric'))})"
+                f"{label}: unknown key '{key}' (allowed: {', '.join((*REQUIRED_KEYS, 'rubric', 'mutants'))})"
                 f"{did_you_mean(str(key), ALLOWED_KEYS)}",
             )
     required = REQUIRED_KEYS if require_reference else REQUIRED_KEYS[:-1]
@@ -167,6 +175,8 @@ def _check_task(
         _check_rubric(path, rubric, _value_node(node, "rubric"), at("rubric"), label, problems)
     elif require_rubric:
         problems.add(path, line, f"{label}: missing key 'rubric' (4-10 grading criteria; see docs/reward.md, 'Writing a rubric')")
+    mutants = data.get("mutants")
+    _check_mutants(path, data, _value_node(node, "mutants"), at("mutants"), label, problems, require_rubric)
     if len(problems.lines) > start:
         return None
     return Task(
@@ -178,6 +188,7 @@ def _check_task(
         reference_answer=reference.strip() if isinstance(reference, str) else None,
         source=f"{path}:{line}",
         rubric=tuple(rubric or ()),
+        mutants=tuple(mutants or ()),
     )
 
 
@@ -188,6 +199,34 @@ def _value_node(node: Any, key: str) -> Any:
     return None
 
 
+def _item_line(items: Any, index: int | None, line: int) -> int:
+    """The line of item `index` of a YAML sequence node's items, else `line`."""
+    return items[index].start_mark.line + 1 if index is not None and isinstance(items, list) and index < len(items) else line
+
+
+def _check_mutants(path: Path, data: Mapping, node: Any, line: int, label: str, problems: _Problems,
+                   required: bool) -> None:
+    """The mutants' problems at their lines; the task set's tasks (required) need a decisive criterion and
+    MUTANTS_REQUIRED mutants."""
+    from tasks.mutants import mutant_problems
+
+    mutants = data.get("mutants")
+    items = getattr(node, "value", None) if node is not None else None
+    reference = data.get("reference_answer")
+    if "mutants" in data:
+        for index, message in mutant_problems(mutants, reference.strip() if isinstance(reference, str) else None):
+            problems.add(path, _item_line(items, index, line), f"{label}: key 'mutants': {message}")
+    if not (required and MUTANTS_REQUIRED) or not isinstance(data.get("rubric"), list):
+        return
+    if not any(isinstance(c, Mapping) and c.get("decisive") is True for c in data["rubric"]):
+        problems.add(path, line, f"{label}: key 'rubric': no criterion is 'decisive: true'; mark the ones that decide "
+                                 "whether the answer works (docs/reward.md, 'Decisive criteria')")
+    count = len(mutants) if isinstance(mutants, list) else 0
+    if count < MUTANTS_REQUIRED:
+        problems.add(path, line, f"{label}: key 'mutants': has {count}, needs at least {MUTANTS_REQUIRED} edits of the "
+                                 "reference that each break one decisive decision (docs/reward.md, 'Mutants')")
+
+
 def _check_rubric(path: Path, rubric: Any, node: Any, line: int, label: str, problems: _Problems) -> None:
     """The rubric's problems, and queries that can never match (warnings), each at the line of its criterion."""
     from core.rewards.rubric import rubric_problems, rubric_warnings
@@ -195,7 +234,7 @@ def _check_rubric(path: Path, rubric: Any, node: Any, line: int, label: str, pro
     items = getattr(node, "value", None) if node is not None else None
 
     def line_of(index: int | None) -> int:
-        return items[index].start_mark.line + 1 if index is not None and isinstance(items, list) and index < len(items) else line
+        return _item_line(items, index, line)
 
     found = rubric_problems(rubric)
     for index, message in found:

@@ -62,9 +62,12 @@ def _print_rubric(rubric: dict) -> None:
         return
     print(f"rubric        {rubric['score']:.3f}  "
           f"(decides {rubric['share']:.0%} of the reward; the dimensions count in proportion)")
-    labels = [("forbid " if item["forbid"] else "") + item["id"] for item in rubric["criteria"]]
+    if rubric.get("capped_by"):
+        print(f"decisive      '{rubric['capped_by']}' does not hold: the final reward is capped at {rubric['decisive_cap']:.2f}")
+    labels = [("forbid " if item["forbid"] else "") + ("! " if item.get("decisive") else "") + item["id"]
+              for item in rubric["criteria"]]
     width = max(map(len, labels), default=9)
-    print(f"\n  {'criterion':<{width}} status   score  weight  evidence")
+    print(f"\n  {'criterion (! decisive)':<{width}} status   score  weight  evidence")
     for label, item in zip(labels, rubric["criteria"]):
         evidence = item["evidence"] or ["-"]
         print(f"  {label:<{width}} {item['status']:<8} {item['score']:5.2f}  {item['weight']:5.1f}   {evidence[0]}")
@@ -117,12 +120,14 @@ def audit_command(
 
 
 def _print_audit(report, n_hacks: int) -> None:
-    print(f"{'task':<12} {'reference':>9} {'plain':>6} {'best hack':>6}  {'margin':>7}  {'excellent':>9}  result  (best hack)")
+    print(f"{'task':<12} {'reference':>9} {'plain':>6} {'best hack':>6}  {'margin':>7}  {'mutant':>6}  {'excellent':>9}  "
+          "result  (best hack)")
     for row in report.rows:
         name, value = row.best_hack
         excellent = f"{min(row.excellent.values()):.3f}" if row.excellent else "-"
+        mutant = f"{row.worst_mutant[1]:.3f}" if row.mutants else "-"
         print(f"{row.task_id:<12} {row.reference:>9.3f} {row.plain:>6.3f} {value:>9.3f}  {row.reference - value:>+7.3f}  "
-              f"{excellent:>9}  {'FAIL' if row.failures else 'ok':<6}  ({name})")
+              f"{mutant:>6}  {excellent:>9}  {'FAIL' if row.failures else 'ok':<6}  ({name})")
     worst: dict[str, float] = {}
     for row in report.rows:
         for name, value in row.hacks.items():
@@ -130,6 +135,13 @@ def _print_audit(report, n_hacks: int) -> None:
     print("\nhighest score of each hack over the covered tasks:")
     for name, value in sorted(worst.items(), key=lambda item: -item[1]):
         print(f"  {value:.3f}  {name}")
+    mutants = [value for row in report.rows for value in row.mutants.values()]
+    if mutants:
+        print(f"\nmutants (one decisive decision broken; each must score <= 0.5 and 0.25 below its reference): "
+              f"{len(mutants)}, highest {max(mutants):.3f}, mean {sum(mutants) / len(mutants):.3f}")
+    for row in report.rows:
+        for failure in row.failures:
+            print(f"  FAIL {row.task_id}: {failure}")
     excellent = [(row.task_id, name, value) for row in report.rows for name, value in row.excellent.items()]
     if excellent:
         print("\nexcellent answers with another tool or terse (must score >= 0.6):")

@@ -19,7 +19,7 @@ from core.rewards.checks.penalties import PENALTIES
 from core.rewards.checks.signals import annotate, score_dimensions, score_expected
 from core.rewards.parse.artifacts import Artifacts
 from core.rewards.parse.text import analyse
-from core.rewards.rubric import compile_rubric, evaluate
+from core.rewards.rubric import compile_rubric, decisive_cap, evaluate
 
 DIMENSIONS = ("automation", "reliability", "security", "observability", "documentation", "expected_outputs")
 WEIGHTS_FILE = Path(__file__).with_name("weights.yaml")
@@ -43,8 +43,10 @@ class RewardBreakdown:
     penalties: dict[str, float]
     evidence: dict[str, list[str]] = field(default_factory=dict)
     # {"score": rubric score or None (the task has no rubric), "share": its weight in the final reward,
-    #  "criteria": [{"id", "description", "weight", "score", "status", "forbid", "evidence"}, ...]}
-    rubric: dict[str, Any] = field(default_factory=lambda: {"score": None, "share": 0.0, "criteria": []})
+    #  "criteria": [{"id", "description", "weight", "score", "status", "forbid", "decisive", "evidence"}, ...],
+    #  "decisive_cap": the most the final reward may be, "capped_by": the decisive criterion that failed or None}
+    rubric: dict[str, Any] = field(default_factory=lambda: {"score": None, "share": 0.0, "criteria": [],
+                                                             "decisive_cap": 1.0, "capped_by": None})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -179,11 +181,13 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
 
     dimensions = {name: round(min(1.0, max(0.0, dimensions[name])), 4) for name in DIMENSIONS}
     base = sum(weight[name] * dimensions[name] for name in DIMENSIONS)
-    rubric_part: dict[str, Any] = {"score": None, "share": 0.0, "criteria": []}
+    rubric_part: dict[str, Any] = {"score": None, "share": 0.0, "criteria": [], "decisive_cap": 1.0, "capped_by": None}
     if rubric:
         rubric_score, results = evaluate(compile_rubric(rubric), artifacts, analysis.segments,
                                          judge, judge_weight if judge else 0.0, task_desc=desc)
-        rubric_part = {"score": rubric_score, "share": RUBRIC_SHARE, "criteria": [r.to_dict() for r in results]}
+        cap, capped_by = decisive_cap(results)
+        rubric_part = {"score": rubric_score, "share": RUBRIC_SHARE, "criteria": [r.to_dict() for r in results],
+                       "decisive_cap": cap, "capped_by": capped_by}
         if secrets or dangers:
             # an answer that solves the task dangerously must lose to a plain, safe one
             factor = UNSAFE_RUBRIC_FACTOR ** min(3, len(secrets) + len(dangers))
@@ -194,6 +198,8 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
             # a terse answer that does what the task asks is not "too short"
             penalty_values["length"] = round(penalty_values["length"] * (1 - rubric_score), 4)
     final = min(1.0, max(0.0, base - sum(penalty_values.values())))
+    # a wrong decision (a failed decisive criterion) is not outweighed by everything else the answer does well
+    final = min(final, rubric_part["decisive_cap"])
     ordered_evidence = {name: evidence.get(name, []) for name in (*DIMENSIONS, *PENALTIES)}
     return RewardBreakdown(
         final_reward=round(final, 4),

@@ -3,8 +3,10 @@ the parsed answer; the rubric score is what decides most of the reward (docs/rew
 
 Check kinds: `concept` (alternatives, matched in substantive text only), `yaml` and `hcl` (JMESPath over the
 parsed documents), `sql` (parsed statements), `shell` (parsed commands and their flags), `dockerfile`
-(instructions), `pattern` (a regex in valid code or substantive prose), and `forbid` (any of those must not
-hold: it takes points off instead of adding them). A list of checks means "any of these" (other tools).
+(instructions), `pattern` (a regex in valid code or substantive prose), `relation` (a named predicate over the
+artifacts: selectors that match, a rollout that can progress, ...), and `forbid` (any of those must not
+hold: it takes points off instead of adding them). A list of checks means "any of these" (other tools). A
+`decisive: true` criterion that fails caps the final reward at DECISIVE_CAP.
 """
 
 from core.rewards.rubric.compile import (
@@ -17,7 +19,7 @@ from core.rewards.rubric.compile import (
     rubric_problems,
     rubric_warnings,
 )
-from core.rewards.rubric.scoring import CriterionResult, evaluate
+from core.rewards.rubric.scoring import DECISIVE_CAP, CriterionResult, decisive_cap, evaluate
 
-__all__ = ["CHECK_KINDS", "Criterion", "CriterionResult", "RubricError", "compile_check", "compile_rubric", "evaluate",
-           "query_warnings", "rubric_problems", "rubric_warnings"]
+__all__ = ["CHECK_KINDS", "DECISIVE_CAP", "Criterion", "CriterionResult", "RubricError", "compile_check", "compile_rubric",
+           "decisive_cap", "evaluate", "query_warnings", "rubric_problems", "rubric_warnings"]

@@ -262,6 +262,20 @@ class PatternCheck(_Check):
 
 
 @dataclass
+class RelationCheck(_Check):
+    """A named predicate of core.rewards.rubric.relations (selectors that match the workload's pods, a rollout
+    that can progress, a PodDisruptionBudget that allows a disruption, ...) over the parsed artifacts."""
+
+    name: str
+    function: Any
+    arguments: dict[str, Any]
+
+    def run(self, view: _View) -> Outcome:
+        score, evidence = self.function(view.artifacts, **self.arguments)
+        return Outcome(max(0.0, min(1.0, float(score))), [f"{self.name}: {e}" for e in evidence])
+
+
+@dataclass
 class AnyOf:
     """Alternatives (a list of checks): the best one counts."""
 

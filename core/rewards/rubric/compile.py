@@ -21,17 +21,18 @@ from core.rewards.rubric.checks import (
     ForbidCheck,
     PatternCheck,
     QueryCheck,
+    RelationCheck,
     ShellCheck,
     ShellPattern,
     SqlCheck,
     _loose_pattern,
 )
 
-CHECK_KINDS = ("concept", "yaml", "hcl", "sql", "shell", "dockerfile", "pattern", "forbid")
+CHECK_KINDS = ("concept", "yaml", "hcl", "sql", "shell", "dockerfile", "pattern", "relation", "forbid")
 CRITERIA_RANGE = (4, 10)
 MIN_POSITIVE = 3  # criteria that add points (not `forbid`)
 WEIGHT_RANGE = (0.0, 10.0)  # exclusive low, inclusive high
-CRITERION_KEYS = ("id", "description", "weight", "check")
+CRITERION_KEYS = ("id", "description", "weight", "check", "decisive")
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{1,47}$")
 DOCKERFILE_INSTRUCTIONS = frozenset(
     "FROM RUN CMD LABEL MAINTAINER EXPOSE ENV ADD COPY ENTRYPOINT VOLUME USER WORKDIR ARG ONBUILD STOPSIGNAL "
@@ -233,6 +234,29 @@ def _compile_pattern(value: Any, where: str) -> PatternCheck:
     return PatternCheck(regexes)
 
 
+def _compile_relation(value: Any, where: str) -> RelationCheck:
+    """`relation: NAME` or `relation: {name: NAME, <argument>: <value>, ...}`: a named, tested predicate of
+    core.rewards.rubric.relations over the answer's parsed artifacts."""
+    from core.errors import did_you_mean
+    from core.rewards.rubric.relations import RELATIONS, relation_arguments
+
+    if isinstance(value, str):
+        name, arguments = value.strip(), {}
+    elif isinstance(value, Mapping) and isinstance(value.get("name"), str):
+        name, arguments = value["name"].strip(), {str(k): v for k, v in value.items() if k != "name"}
+    else:
+        raise RubricError(f"{where}: relation takes a name ('selector_matches') or a mapping with 'name' and its "
+                          f"arguments; got {type(value).__name__}")
+    if name not in RELATIONS:
+        raise RubricError(f"{where}: unknown relation '{name}' (one of {', '.join(sorted(RELATIONS))})"
+                          f"{did_you_mean(name, sorted(RELATIONS))}")
+    try:
+        arguments = relation_arguments(name, arguments)
+    except ValueError as exc:
+        raise RubricError(f"{where}: relation '{name}': {exc}") from None
+    return RelationCheck(name, RELATIONS[name], arguments)
+
+
 def compile_check(spec: Any, where: str, *, inside_forbid: bool = False) -> Any:
     """One `check` value (a mapping with one kind, or a list of them = alternatives) as a runnable check."""
     if isinstance(spec, list):
@@ -274,6 +298,8 @@ def _compile_kind(kind: str, value: Any, where: str, inside_forbid: bool) -> Any
         return _compile_dockerfile(value, where)
     if kind == "pattern":
         return _compile_pattern(value, where)
+    if kind == "relation":
+        return _compile_relation(value, where)
     if inside_forbid:
         raise RubricError(f"{where}: a forbid inside a forbid; write the inner check directly")
     return ForbidCheck(compile_check(value, where, inside_forbid=True))
@@ -285,6 +311,9 @@ class Criterion:
     description: str
     weight: float
     check: Any
+    # A decisive criterion decides whether the answer works at all: when it fails, the final reward is capped
+    # well below an honest answer, whatever else the answer has (docs/reward.md, "Decisive criteria").
+    decisive: bool = False
 
     @property
     def forbidden(self) -> bool:
@@ -329,6 +358,8 @@ def rubric_problems(rubric: Any) -> list[tuple[int | None, str]]:
                                           and "\n" not in description.strip()):
             problems.append((index, f"{label}: key 'description': one line of 10-300 characters, "
                                     "usable as a judge's checklist item"))
+        if not isinstance(item.get("decisive", False), bool):
+            problems.append((index, f"{label}: key 'decisive': {item.get('decisive')!r} must be true or false"))
         weight = item.get("weight", 1)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not WEIGHT_RANGE[0] < weight <= WEIGHT_RANGE[1]:
             problems.append((index, f"{label}: key 'weight': {weight!r} must be a number above 0 "
@@ -354,7 +385,8 @@ def _compile_cached(key: str) -> tuple[Criterion, ...]:
 
         raise UserError(f"rubric: {problems[0][1]} (run 'devops-rl tasks validate')")
     return tuple(Criterion(c["id"], c["description"].strip(), float(c.get("weight", 1)),
-                           compile_check(c["check"], f"rubric '{c['id']}'")) for c in rubric)
+                           compile_check(c["check"], f"rubric '{c['id']}'"), bool(c.get("decisive", False)))
+                 for c in rubric)
 
 
 def compile_rubric(rubric: Sequence[Mapping]) -> tuple[Criterion, ...]:

@@ -20,6 +20,7 @@ from core.rewards.rubric.checks import (
     DockerfileCheck,
     ForbidCheck,
     QueryCheck,
+    RelationCheck,
     ShellCheck,
     SqlCheck,
     _run,
@@ -28,6 +29,9 @@ from core.rewards.rubric.checks import (
 from core.rewards.rubric.compile import Criterion
 
 PASSED, PARTIAL, FAILED = "passed", "partial", "failed"
+# A failed decisive criterion caps the final reward at DECISIVE_CAP; between half and full credit the cap rises
+# linearly to 1 (a decisive check that half holds is still a wrong decision).
+DECISIVE_CAP = 0.3
 # A code block whose tokens are mostly the rubric's own concept words is a keyword block, not an artifact.
 DENSE_CONCEPT_CODE = 0.4
 DENSE_CONCEPT_PROSE = 0.75
@@ -119,10 +123,25 @@ class CriterionResult:
     status: str
     forbidden: bool
     evidence: list[str]
+    decisive: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "description": self.description, "weight": self.weight, "score": self.score,
-                "status": self.status, "forbid": self.forbidden, "evidence": list(self.evidence)}
+                "status": self.status, "forbid": self.forbidden, "decisive": self.decisive,
+                "evidence": list(self.evidence)}
+
+
+def decisive_cap(results: Sequence[CriterionResult]) -> tuple[float, str | None]:
+    """The most the final reward may be given its decisive criteria, and the criterion that sets it (None when
+    every decisive criterion holds): DECISIVE_CAP at half credit or less, rising linearly to 1 at full credit."""
+    cap, which = 1.0, None
+    for result in results:
+        if not result.decisive:
+            continue
+        limit = DECISIVE_CAP + (1 - DECISIVE_CAP) * max(0.0, 2 * result.score - 1)
+        if limit < cap - 1e-9:
+            cap, which = round(limit, 4), result.id
+    return cap, which
 
 
 def _status(value: float) -> str:
@@ -187,7 +206,7 @@ def evaluate(criteria: Sequence[Criterion], artifacts: Artifacts, segments: list
             total += criterion.weight
             met = value
         results.append(CriterionResult(criterion.id, criterion.description, criterion.weight, met, _status(met),
-                                       criterion.forbidden, evidence))
+                                       criterion.forbidden, evidence, criterion.decisive))
     score = (earned - penalty) / total if total else 0.0
     return round(min(1.0, max(0.0, score)), 4), results
 
@@ -233,7 +252,7 @@ def _asks_artifact(check: Any) -> bool:
         return any(_asks_artifact(c) for c in check.checks)
     if isinstance(check, ForbidCheck):
         return False
-    return isinstance(check, (QueryCheck, SqlCheck, ShellCheck, DockerfileCheck))
+    return isinstance(check, (QueryCheck, SqlCheck, ShellCheck, DockerfileCheck, RelationCheck))
 
 
 def _has_structure(check: Any) -> bool:
