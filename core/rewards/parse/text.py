@@ -11,7 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from core.rewards.parse.code_blocks import BlockReport, check_block, split_fences
+from core.rewards.parse.code_blocks import BlockReport, check_block
+from core.rewards.parse.visible import recommended_parts
 
 # One pass that splits camelCase and acronyms ("MaxRAMPercentage" -> Max RAM Percentage) and keeps
 # letter-digit words together ("k8s", "p99", "5xx", "ec2").
@@ -149,6 +150,9 @@ class Analysis:
     prose_lines: list[str] = field(default_factory=list)
     headings: int = 0
     words: list[str] = field(default_factory=list)  # raw lowercase words of the whole answer
+    hidden: list[str] = field(default_factory=list)  # invisible content taken out (HTML comments, ...)
+    grader_notes: list[str] = field(default_factory=list)  # lines addressed to the grader, taken out
+    disowned: list[str] = field(default_factory=list)  # code blocks the answer says not to use, not counted
 
     @property
     def counted(self) -> list[Segment]:
@@ -261,9 +265,14 @@ def _split_comments(body: str, kind: str) -> tuple[str, str]:
 
 
 def analyse(answer: str) -> Analysis:
-    """Split the answer into segments and check its code blocks."""
-    analysis = Analysis(answer=answer, words=_LOWER_WORD.findall(answer.lower()))
-    for part in split_fences(answer):
+    """Split what the answer recommends (parse/visible.py: no hidden text, no notes to the grader, no code block
+    it disowns) into segments and check its code blocks."""
+    visible, parts, disowned = recommended_parts(answer)
+    answer = visible.text
+    analysis = Analysis(answer=answer, words=_LOWER_WORD.findall(answer.lower()), hidden=visible.hidden,
+                        grader_notes=visible.grader_notes,
+                        disowned=[f"{p.lang or 'code'} block at line {p.line}" for p in disowned])
+    for part in parts:
         if part.lang is None:
             _add_prose(analysis, part.body)
             continue

@@ -72,7 +72,8 @@ class ConceptCheck(_Check):
 
 
 def _tally(items: list, find) -> Outcome:
-    """The share of assertions that hold; `find(item)` gives (evidence when it holds or None, evidence when not)."""
+    """The share of assertions that hold; `find(item)` gives (evidence when it holds or None, evidence when not);
+    it is called once per item (it may mark what it used)."""
     met, evidence = 0, []
     for item in items:
         hit, miss = find(item)
@@ -99,13 +100,25 @@ class QueryCheck(_Check):
     queries: list[tuple[str, Any]]
 
     def run(self, view: _View) -> Outcome:
-        docs = view.artifacts.documents if self.source == "yaml" else (
-            [("HCL", view.artifacts.hcl)] if view.artifacts.hcl is not None else [])
-        if self.source == "hcl" and "python-hcl2" in view.artifacts.missing:
+        artifacts = view.artifacts
+        docs = artifacts.documents if self.source == "yaml" else (
+            [("HCL", artifacts.hcl)] if artifacts.hcl is not None else [])
+        if self.source == "hcl" and "python-hcl2" in artifacts.missing:
             return Outcome(0.0, ["skipped: python-hcl2 is not installed"])
-        return _tally(self.queries, lambda query: (
-            next((f"{label}: `{query[0]}`" for label, doc in docs if _truthy(_search(query[1], doc))), None),
-            f"no {self.source.upper()} document has `{query[0]}`"))
+
+        def find(query: tuple[str, Any]) -> tuple[str | None, str]:
+            for index, (label, doc) in enumerate(docs):
+                if _truthy(_search(query[1], doc)):
+                    if self.source == "yaml":
+                        view.use_document(index)
+                    else:
+                        for block in artifacts.valid_blocks:
+                            if block.kind == "hcl":
+                                view.use(block)
+                    return f"{label}: `{query[0]}`", ""
+            return None, f"no {self.source.upper()} document has `{query[0]}`"
+
+        return _tally(self.queries, find)
 
 
 @lru_cache(maxsize=1)
@@ -144,9 +157,14 @@ class SqlCheck(_Check):
         statements = view.artifacts.sql
         if "sqlglot" in view.artifacts.missing:
             return Outcome(0.0, ["skipped: sqlglot is not installed"])
-        return _tally(self.patterns, lambda pattern: (
-            next((f"SQL: `{_short(s[1], 70)}`" for s in statements if pattern[1] in s[0] or pattern[1] in s[1]), None),
-            f"no parsed SQL statement has `{pattern[0]}`"))
+        def find(pattern: tuple[str, str]) -> tuple[str | None, str]:
+            for index, statement in enumerate(statements):
+                if pattern[1] in statement[0] or pattern[1] in statement[1]:
+                    view.use(view.artifacts.sql_blocks[index])
+                    return f"SQL: `{_short(statement[1], 70)}`", ""
+            return None, f"no parsed SQL statement has `{pattern[0]}`"
+
+        return _tally(self.patterns, find)
 
 
 @dataclass
@@ -206,6 +224,8 @@ class ShellCheck(_Check):
                 if credit > best:
                     best, where = credit, command
             total += best
+            if where is not None and best > 0:
+                view.use_source(where.source)
             if where is None:
                 evidence.append(f"no command `{pattern.raw}`")
             else:
@@ -229,10 +249,17 @@ class DockerfileCheck(_Check):
     assertions: list[DockerAssertion]
 
     def run(self, view: _View) -> Outcome:
-        files = view.artifacts.dockerfiles
-        return _tally(self.assertions, lambda a: (
-            next(filter(None, (_docker_hit(a, instructions) for instructions in files)), None),
-            f"no Dockerfile has `{a.raw}`"))
+        artifacts = view.artifacts
+
+        def find(assertion: DockerAssertion) -> tuple[str | None, str]:
+            for block, instructions in zip(artifacts.dockerfile_blocks, artifacts.dockerfiles):
+                hit = _docker_hit(assertion, instructions)
+                if hit:
+                    view.use(block)
+                    return hit, ""
+            return None, f"no Dockerfile has `{assertion.raw}`"
+
+        return _tally(self.assertions, find)
 
 
 def _docker_hit(a: DockerAssertion, instructions: list[tuple[str, str]]) -> str | None:
@@ -272,6 +299,8 @@ class RelationCheck(_Check):
 
     def run(self, view: _View) -> Outcome:
         score, evidence = self.function(view.artifacts, **self.arguments)
+        if score > 0 and not view.in_forbid:
+            view.artifacts.mark_labels(evidence)
         return Outcome(max(0.0, min(1.0, float(score))), [f"{self.name}: {e}" for e in evidence])
 
 

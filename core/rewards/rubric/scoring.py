@@ -56,6 +56,19 @@ class _View:
         self.segments = [s for s in segments if (s.section if s.kind == "heading" else s.substantive)
                          and not _dense(s, concept_keys)]
 
+    def use(self, block, at: int | None = None) -> None:
+        """A criterion that adds points drew on this block (at this offset of its body): it was asked for."""
+        if not self.in_forbid:
+            self.artifacts.mark(block, at)
+
+    def use_document(self, index: int) -> None:
+        if not self.in_forbid:
+            self.artifacts.mark_document(index)
+
+    def use_source(self, source: str) -> None:
+        if not self.in_forbid:
+            self.artifacts.mark_source(source)
+
     def find_concept(self, group) -> tuple[str, Segment] | None:
         """The first alternative of the group in a counted segment, not negated where it stands."""
         for raw, key, loose in group:
@@ -67,14 +80,17 @@ class _View:
                     match = loose.search(segment.text)
                     if match and negated(segment.text[: match.start()], segment.text[match.end():]):
                         continue
+                if segment.kind == "code" and segment.block is not None and not self.in_forbid:
+                    self.artifacts.mark_phrase(segment.block, needle)
                 return raw, segment
         return None
 
     def find_regex(self, regex: re.Pattern) -> tuple[str, bool] | None:
         """(where the regex matched, whether that is a code block), code first."""
-        for label, body in self.artifacts.code_texts:
+        for block, (label, body) in zip(self.artifacts.valid_blocks, self.artifacts.code_texts):
             match = regex.search(body)
             if match:
+                self.use(block, match.start())
                 return f"{label}: \"{_short(match.group(0), 60)}\"", True
         for segment in self.segments:
             if segment.kind == "code":
@@ -266,4 +282,13 @@ def _concept_keys(check: Any) -> list[tuple[str, ...]]:
         return check.keys()
     if isinstance(check, AnyOf):
         return [k for c in check.checks for k in _concept_keys(c)]
+    return []
+
+
+def concept_phrases(check: Any) -> list[tuple[str, tuple[str, ...]]]:
+    """(phrase as written, its key) of every concept alternative of a check."""
+    if isinstance(check, ConceptCheck):
+        return [(raw, key) for group in check.groups for raw, key, _ in group]
+    if isinstance(check, AnyOf):
+        return [p for c in check.checks for p in concept_phrases(c)]
     return []
