@@ -195,9 +195,30 @@ def _prose_judgement(text: str, kind: str, whole: bool = True) -> tuple[str, tup
     if commas >= 2 and n / (commas + 1) <= 3.0 and stops / n < 0.25:
         shape = _terse_shape(text, [], ()) if whole else None
         return ("terse", shape) if shape is not None else ("bare list", skeleton)
+    if commas >= LIST_ITEMS - 1 and _comma_list(text):
+        return "comma list", skeleton
     if stops == 0 and "`" not in text and ":" not in text:
         return "no prose words", skeleton
     return "", skeleton
+
+
+_LIST_SPLIT = re.compile(r",|\s(?:and|or)\s")
+_DIGIT = re.compile(r"\d")
+_ASIDES = re.compile(r"\([^()]*\)|`[^`]*`")  # an enumeration in parentheses or code is a detail of a statement
+LIST_ITEMS = 6  # a sentence with this many short comma-separated items after its lead-in ...
+LIST_SHARE = 2 / 3  # ... that are this share of those items is a list of terms, not a statement
+SHORT_ITEM = 4  # words
+
+
+def _comma_list(text: str) -> bool:
+    """Is the sentence, after its lead-in, mostly a comma list of short items ("teams end up discussing topics
+    such as error budget policy, deployment gate, burn rate, canary analysis, ...")? Such a list names terms
+    and says nothing of any of them; a list of instructions ("add a readiness probe on /ready, ...") is longer
+    per item, and an enumeration in parentheses or backticks details a statement."""
+    items = [item for item in _LIST_SPLIT.split(_ASIDES.sub("", text))[1:] if _LOWER_WORD.search(item.lower())]
+    # an item with a figure is a specific value ("heap 1.2 GiB"), not a term
+    short = sum(len(_LOWER_WORD.findall(item.lower())) <= SHORT_ITEM and not _DIGIT.search(item) for item in items)
+    return short >= LIST_ITEMS and short >= LIST_SHARE * len(items)
 
 
 def _wraps(line: str) -> bool:
