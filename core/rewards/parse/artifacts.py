@@ -188,6 +188,58 @@ def _units_of(block: BlockReport, docs: tuple) -> list[Unit]:
     return [Unit(label, block, 0, len(body), _content_lines(body))]
 
 
+class Present(dict):
+    """An empty mapping that stands for a key written without a value: JMESPath reads it as `{}` (so `!x` and
+    `x == `{}`` behave as for an empty value), the rubric's "does the query select something" counts it."""
+
+    __slots__ = ()
+
+
+def _present(node: Any, depth: int = 0) -> Any:
+    """The document with every null mapping value replaced by `Present()`; the same object when it has none."""
+    if depth > 40:
+        return node
+    if isinstance(node, dict):
+        items = {key: (Present() if value is None else _present(value, depth + 1)) for key, value in node.items()}
+        return node if all(items[key] is value for key, value in node.items()) else items
+    if isinstance(node, list):
+        items = [_present(value, depth + 1) for value in node]
+        return node if all(a is b for a, b in zip(items, node)) else items
+    return node
+
+
+_JSON_START = ("{", "[{")
+
+
+def _json_arguments(words: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """(flag, parsed value) for each JSON object given as a command argument (`--policy '{"Statement": ...}'`)."""
+    import json
+
+    out = []
+    for at, word in enumerate(words[1:], 1):
+        if not word.startswith(_JSON_START) or len(word) > 100_000:
+            continue
+        flag = words[at - 1] if words[at - 1].startswith("-") else ""
+        if not flag and "=" in word:
+            continue
+        try:
+            value = json.loads(word)
+        except ValueError:
+            continue
+        if isinstance(value, (dict, list)):
+            out.append((flag or "argument", value))
+    for word in words[1:]:  # --flag='{...}'
+        name, _, value_text = word.partition("=")
+        if name.startswith("--") and value_text.startswith(_JSON_START):
+            try:
+                value = json.loads(value_text)
+            except ValueError:
+                continue
+            if isinstance(value, (dict, list)):
+                out.append((name, value))
+    return out
+
+
 class Artifacts:
     """The parsed artifacts of one answer, each parsed on first use; the rubric's checks `mark` the units
     whose content earned a criterion something (precision: what no criterion asks for is extra)."""
@@ -245,7 +297,32 @@ class Artifacts:
 
     @cached_property
     def documents(self) -> list[tuple[str, Any]]:
-        """(label, document) for every YAML/JSON document; items of a top-level list count one by one too."""
+        """(label, document) for every YAML/JSON document, items of a top-level list one by one too, then the
+        JSON arguments of commands (`aws s3api put-bucket-lifecycle-configuration --lifecycle-configuration
+        '{...}'`, `--policy '{...}'`), labelled with the command and flag."""
+        out = list(self._block_documents)
+        places = list(self._document_places)
+        for command in self.commands:
+            for flag, doc in _json_arguments(command.words):
+                out.append((f"{' '.join(command.words[:3])} {flag} JSON", doc))
+                places.append(self._script_places.get(command.source, (None, None)))
+        self._document_places = places
+        return out
+
+    @cached_property
+    def yaml_text(self) -> str:
+        """The YAML and JSON blocks and JSON command arguments as written (a cheap "is this key anywhere")."""
+        return "\n".join([b.body for b in self.valid_blocks if b.kind in ("yaml", "json")] +
+                         [c.origin for c in self.commands if "{" in c.origin])
+
+    @cached_property
+    def query_documents(self) -> list[tuple[str, Any]]:
+        """`documents` as the rubric's YAML queries read them: a key written with no value (`on: pull_request:`,
+        the idiomatic GitHub Actions trigger) holds an empty `Present` mapping instead of null, so it is there."""
+        return [(label, _present(doc)) for label, doc in self.documents]
+
+    @cached_property
+    def _block_documents(self) -> list[tuple[str, Any]]:
         out: list[tuple[str, Any]] = []
         places: list[tuple[BlockReport, int | None]] = []
         for block in self.valid_blocks:
@@ -326,7 +403,7 @@ class Artifacts:
         for segment in self.analysis.segments:
             if segment.kind == "inline_code":
                 out.append(("inline command", segment.text))
-        for index, (label, doc) in enumerate(self.documents):
+        for index, (label, doc) in enumerate(self._block_documents):
             found: list[str] = []
             _yaml_scripts(doc, found)
             out.extend((f"{label} script", text) for text in found)

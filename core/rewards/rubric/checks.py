@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from core.rewards.checks.signals import _snippet
+from core.rewards.parse.artifacts import Present
 from core.rewards.parse.text import _TOKEN, phrase_key
 
 if TYPE_CHECKING:
@@ -85,10 +86,11 @@ def _tally(items: list, find) -> Outcome:
 def _truthy(value: Any) -> bool:
     """JMESPath's truth, except that a list of only false values (`[[], null]`, what a projection over
     documents without a match returns) is no match either; an empty mapping in a list is an item that was
-    selected (`ingress: [{}]`, the allow-all rule), so `[{}]` is a match."""
+    selected (`ingress: [{}]`, the allow-all rule), so `[{}]` is a match; so is a key written without a value
+    (`Present`, `on: pull_request:`)."""
     if isinstance(value, list):
         return any(isinstance(item, dict) or _truthy(item) for item in value)
-    return value not in (None, False, {}, "")
+    return isinstance(value, Present) or value not in (None, False, {}, "")
 
 
 @dataclass
@@ -98,17 +100,22 @@ class QueryCheck(_Check):
 
     source: str  # "yaml" | "hcl"
     queries: list[tuple[str, Any]]
+    # query text -> [(the query with its keys respelled, the respelled keys)]: tried when the query selects
+    # nothing and a YAML/JSON block of the answer has one of those keys (`pageAlert` for `page_alert`)
+    spellings: dict[str, list[tuple[Any, tuple[str, ...]]]] = field(default_factory=dict)
 
     def run(self, view: _View) -> Outcome:
         artifacts = view.artifacts
-        docs = artifacts.documents if self.source == "yaml" else (
+        docs = artifacts.query_documents if self.source == "yaml" else (
             [("HCL", artifacts.hcl)] if artifacts.hcl is not None else [])
         if self.source == "hcl" and "python-hcl2" in artifacts.missing:
             return Outcome(0.0, ["skipped: python-hcl2 is not installed"])
 
         def find(query: tuple[str, Any]) -> tuple[str | None, str]:
+            compiled = [query[1], *(variant for variant, keys in self.spellings.get(query[0], ())
+                                    if any(key in artifacts.yaml_text for key in keys))]
             for index, (label, doc) in enumerate(docs):
-                if _truthy(_search(query[1], doc)):
+                if any(_truthy(_search(one, doc)) for one in compiled):
                     if self.source == "yaml":
                         view.use_document(index)
                     else:

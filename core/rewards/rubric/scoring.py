@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from core.rewards.parse.artifacts import Artifacts
@@ -92,6 +93,12 @@ class _View:
             if match:
                 self.use(block, match.start())
                 return f"{label}: \"{_short(match.group(0), 60)}\"", True
+        for block, (label, body) in zip(self.artifacts.valid_blocks, self.artifacts.code_texts):
+            joined = joined_expressions(body)
+            match = regex.search(joined) if joined is not body else None
+            if match:
+                self.use(block)
+                return f"{label}: \"{_short(match.group(0), 60)}\"", True
         for segment in self.segments:
             if segment.kind == "code":
                 continue
@@ -99,6 +106,21 @@ class _View:
             if match and not (self.in_forbid and negated(segment.text[: match.start()], segment.text[match.end():])):
                 return f"\"{_short(segment.text, 70)}\"", False
         return None
+
+
+# A line that continues an expression (PromQL `and`/`or`/`unless`, `by (...)`, an operator or a closing bracket
+# first), or a line that ends with a binary keyword (and its `on (...)`): joined for pattern checks.
+_CONTINUES = re.compile(r"[ \t]*\n[ \t]*(?=(?:and|or|unless|by|without|on|ignoring|group_left|group_right)\b|[+*/%^<>=!)])")
+_ENDS_WITH_OPERATOR = re.compile(r"(\s(?:and|or|unless)(?:\s+(?:on|ignoring)\s*\([^)\n]*\))?"
+                                 r"(?:\s+group_(?:left|right)(?:\s*\([^)\n]*\))?)?)[ \t]*\n[ \t]*")
+
+
+@lru_cache(maxsize=2048)
+def joined_expressions(body: str) -> str:
+    """The block with multi-line expressions on one line (`... > 0.1\n  and\n  ...` -> `... > 0.1 and ...`);
+    the same object when nothing continues."""
+    joined = _ENDS_WITH_OPERATOR.sub(r"\1 ", _CONTINUES.sub(" ", body))
+    return body if joined == body else joined
 
 
 def _joined(segment: Segment) -> str:
