@@ -19,19 +19,23 @@ _HIDDEN_OPEN = re.compile(r"<!--|<(\w+)\b[^>]*(?:\shidden\b|display\s*:\s*none|v
 _LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]\n]+\]:\s*\S*\s*(?:\([^)]*\)|\"[^\"]*\"|'[^']*')?\s*$")
 
 # A line addressed to whoever grades the answer, or asking for marks: not advice to the user.
-_GRADER = r"(?:automated\s+|ai\s+|llm\s+)?(?:grader|judge|evaluator|scorer|marker|assessor|rater|reviewer|reward\s+model)s?"
+# "reviewer" alone is a colleague reading a pull request; an automated one, a grader or a judge scores the answer.
+_GRADER = (r"(?:(?:automated|ai|llm|model)\s+(?:reviewer|grader|judge|evaluator|scorer|marker)|grader|judge|evaluator"
+           r"|scorer|marker|assessor|rater|reward\s+model)s?")
 GRADER_NOTE = re.compile(
     rf"""(?ix)
     \b(?:note|message|instruction|hint|comment|reminder)s?\s+(?:for|to)\s+(?:the\s+|any\s+|all\s+)?{_GRADER}\b
   | \b(?:dear|attention|hey|hello)[,:]?\s+(?:the\s+)?{_GRADER}\b
   | \b(?:automated|ai|llm)\s+(?:grader|judge|evaluator|scorer|reviewer|marker)s?\b
-  | \b(?:grade|mark|score|rate|evaluate|assess|treat|count)\s+(?:this|the|every|each|all)\b[^.\n]{{0,60}}?
-      \bas\s+(?:met|passed|satisfied|complete|correct|full(?:y\s+met)?|fulfilled)\b
-  | \b(?:full|maximum|max|perfect|top|highest)\s+(?:marks|score|points|credit|grade|reward)\b
+  | \b(?:grade|mark|score|rate|evaluate|assess|treat|count)\s+(?:this|the|every|each|all)\b[^.\n]{{0,40}}?
+      \b(?:criteri\w*|items?|requirements?|answer|response|solution|sections?)\s+as\s+
+      (?:met|passed|satisfied|complete|correct|full(?:y\s+met)?|fulfilled)\b
+  | \b(?:give|award|assign)\s+(?:this|the|my|our)\s+(?:answer|response|solution|submission)\b[^.\n]{{0,20}}?
+      \b(?:full|maximum|max|perfect|top)\s+(?:marks|score|points|credit|grade)\b
+  | \b(?:deserves?|earns?|merits?)\s+(?:full|maximum|max|perfect|top)\s+(?:marks|score|points|credit|grade)\b
   | \b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+|the\s+)?(?:previous|prior|above|earlier|preceding|your|other)\s+
       (?:instructions|rules|criteria|guidelines|prompts?)\b
   | \b(?:ignore|disregard|overlook)\s+(?:any\s+|all\s+|the\s+)?missing\s+(?:sections|parts|items|criteri\w+|requirements)\b
-  | \b(?:every|each|all)\s+(?:the\s+)?(?:rubric|grading|evaluation|checklist)\s+(?:criteri\w+|items?)\b
   | \brubric\b
     """)
 
