@@ -218,13 +218,23 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
     )
 
 
+_CONCEPTS: dict[int, tuple[Any, tuple]] = {}  # id(compiled criteria) -> (them, their concepts): compiled once each
+
+
 def _positive_concepts(criteria: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """(phrase, key) of each concept of the criteria that add points: what the task's rubric asks an answer to
     talk about."""
     from core.rewards.rubric.scoring import concept_phrases
 
-    return tuple(dict.fromkeys(p for criterion in criteria if not criterion.forbidden
-                               for p in concept_phrases(criterion.check)))
+    cached = _CONCEPTS.get(id(criteria))
+    if cached is not None and cached[0] is criteria:
+        return cached[1]
+    found = tuple(dict.fromkeys(p for criterion in criteria if not criterion.forbidden
+                                for p in concept_phrases(criterion.check)))
+    if len(_CONCEPTS) > 1024:
+        _CONCEPTS.clear()
+    _CONCEPTS[id(criteria)] = (criteria, found)
+    return found
 
 
 def _run_validators(analysis) -> tuple[list[str], list[str]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from core.rewards.parse.artifacts import Artifacts, Unit
+from core.rewards.parse.artifacts import Artifacts
 
 # The task's own names: backticked spans and hyphenated or underscored identifiers (`cart-api`, orders_db).
 _BACKTICKED = re.compile(r"`([^`\n]{2,60})`")
@@ -27,34 +27,44 @@ DISTINCT_WORD = 6  # a one-word concept this long names the task's subject (`kar
 
 
 @lru_cache(maxsize=512)
-def task_names(desc: str) -> re.Pattern | None:
-    """The names a task gives its own things (its identifiers and backticked names), as one pattern that finds
-    them as whole names (`cart-api` in `name: cart-api`, not `checkout` in `actions/checkout@v4`)."""
+def task_names(desc: str) -> tuple[tuple[str, ...], re.Pattern | None]:
+    """The names a task gives its own things (its identifiers and backticked names), lower case, and one pattern
+    that finds them as whole names (`cart-api` in `name: cart-api`, not `checkout` in `actions/checkout@v4`)."""
     names = {m.group(0).lower() for m in _IDENTIFIER.finditer(desc)}
     for span in _BACKTICKED.findall(desc):
         names.update(part.lower() for part in _NAME_PARTS.findall(span))
     names = {n for n in names if n not in _COMMON and (len(n) >= 4 or re.search(r"[-_\d]", n))}
     if not names:
-        return None
+        return (), None
     alternatives = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
-    return re.compile(rf"(?<![\w/@.])(?:{alternatives})(?![\w@/])", re.I)
-
-
-def _about_task(unit: Unit, names: re.Pattern | None, phrases: list[str], words: re.Pattern | None) -> bool:
-    """Does the artifact name one of the task's things or use the rubric's own vocabulary (a phrase of its
-    concepts, or a one-word concept as a whole word: `versioning`, not the `Version` of `apiVersion`)?"""
-    if names is not None and names.search(unit.text):
-        return True
-    return any(phrase in unit.joined for phrase in phrases) or (words is not None and words.search(unit.text) is not None)
+    return tuple(names), re.compile(rf"(?<![\w/@.])(?:{alternatives})(?![\w@/])", re.I)
 
 
 @lru_cache(maxsize=512)
-def _vocabulary(concepts: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[list[str], re.Pattern | None]:
-    """(the rubric's concept phrases as joined tokens, one pattern for its one-word concepts as whole words)."""
+def _vocabulary(concepts: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[list[str], tuple[str, ...], re.Pattern | None]:
+    """The rubric's concept phrases as joined tokens, and its one-word concepts (lower case) with one pattern that
+    finds them as whole words."""
     phrases = [" " + " ".join(key) + " " for _, key in concepts if len(key) > 1]
-    words = sorted({raw.lower() for raw, key in concepts if len(key) == 1 and len(raw) >= DISTINCT_WORD and raw.isalnum()})
+    words = tuple(sorted({raw.lower() for raw, key in concepts if len(key) == 1 and len(raw) >= DISTINCT_WORD and raw.isalnum()}))
     pattern = re.compile(rf"(?<![A-Za-z])(?:{'|'.join(map(re.escape, words))})(?![a-z])", re.I) if words else None
-    return phrases, pattern
+    return phrases, words, pattern
+
+
+def _found(lowered: str, text: str, candidates: tuple[str, tuple[str, ...], re.Pattern | None] | tuple) -> bool:
+    """Is one of the words (lower case) in the text as a whole word? A plain look first, the pattern to confirm."""
+    words, pattern = candidates
+    return pattern is not None and any(word in lowered for word in words) and pattern.search(text) is not None
+
+
+def _about_task(artifacts: Artifacts, index: int, names: tuple, phrases: list[str], words: tuple) -> bool:
+    """Does the artifact name one of the task's things or use the rubric's own vocabulary (a phrase of its
+    concepts, or a one-word concept as a whole word: `versioning`, not the `Version` of `apiVersion`)?"""
+    joined = artifacts.joined(index)
+    if any(phrase in joined for phrase in phrases):
+        return True
+    text = artifacts.units[index].text
+    lowered = text.lower()
+    return _found(lowered, text, names) or _found(lowered, text, words)
 
 
 def unrequested(artifacts: Artifacts, task_desc: str,
@@ -66,12 +76,14 @@ def unrequested(artifacts: Artifacts, task_desc: str,
     total = sum(u.lines for u in units)
     if not total or len(artifacts.used) == len(units):
         return 0.0, []
-    names = task_names(task_desc)
-    phrases, words = _vocabulary(concepts)
-    extra = [u for index, u in enumerate(units)
-             if index not in artifacts.used and not _about_task(u, names, phrases, words)]
-    lines = sum(u.lines for u in extra)
     allowance = max(FREE_SHARE * total, FREE_LINES)
+    unused = [index for index in range(len(units)) if index not in artifacts.used]
+    if sum(units[index].lines for index in unused) <= allowance:
+        return 0.0, []  # even if none of them were about the task
+    names = task_names(task_desc)
+    phrases, *words = _vocabulary(concepts)
+    extra = [units[index] for index in unused if not _about_task(artifacts, index, names, phrases, tuple(words))]
+    lines = sum(u.lines for u in extra)
     if lines <= allowance:
         return 0.0, []
     share = (lines - allowance) / total

@@ -209,6 +209,8 @@ def _present(node: Any, depth: int = 0) -> Any:
 
 
 _JSON_START = ("{", "[{")
+# a key line with no value (or null, ~), followed by a line that is not deeper nor a list item under it, or by the end
+_EMPTY_KEY = re.compile(r"^([ \t]*)(?:- )?[^\s#][^\n]*:[ \t]*(?:null|~|\"\"|'')?[ \t]*$(?!\n\1[ \t]|\n\1- )", re.M)
 
 
 def _json_arguments(words: tuple[str, ...]) -> list[tuple[str, Any]]:
@@ -264,20 +266,51 @@ class Artifacts:
                                                                      block, 0, len(block.body), _content_lines(block.body))])
         return out
 
+    @cached_property
+    def _units_by_block(self) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for index, unit in enumerate(self.units):
+            out.setdefault(id(unit.block), []).append(index)
+        return out
+
     def mark(self, block: BlockReport | None, at: int | None = None) -> None:
         """A criterion drew on this block: on the unit at offset `at` of its body, or on all its units."""
-        if block is None:
+        indexes = self._units_by_block.get(id(block), ()) if block is not None else ()
+        if len(indexes) == 1 or at is None:
+            self.used.update(indexes)
             return
-        for index, unit in enumerate(self.units):
-            if unit.block is block and (at is None or unit.start <= at < unit.end or unit.end == at == len(block.body)):
+        units = self.units
+        for index in indexes:
+            unit = units[index]
+            if unit.start <= at < unit.end or unit.end == at == len(block.body):
                 self.used.add(index)
 
     def mark_phrase(self, block: BlockReport, needle: str) -> None:
         """Mark the first unit of the block whose tokens hold the phrase (" readiness prob ")."""
-        for index, unit in enumerate(self.units):
-            if unit.block is block and needle in unit.joined:
+        indexes = self._units_by_block.get(id(block), ())
+        if len(indexes) == 1:
+            self.used.add(indexes[0])
+            return
+        for index in indexes:
+            if needle in self.joined(index):
                 self.used.add(index)
                 return
+
+    def joined(self, index: int) -> str:
+        """A unit's tokens joined by spaces (with a space at each end): the code segment's own when the unit is its
+        whole block, else tokenised here."""
+        unit = self.units[index]
+        if len(self._units_by_block[id(unit.block)]) == 1:
+            segment = self._code_segments.get(id(unit.block))
+            if segment is not None:
+                if segment.joined is None:
+                    segment.joined = " " + " ".join(segment.tokens) + " "
+                return segment.joined
+        return unit.joined
+
+    @cached_property
+    def _code_segments(self) -> dict[int, Any]:
+        return {id(s.block): s for s in self.analysis.segments if s.kind == "code" and s.block is not None}
 
     def mark_document(self, index: int) -> None:
         if self.documents:
@@ -303,6 +336,8 @@ class Artifacts:
         out = list(self._block_documents)
         places = list(self._document_places)
         for command in self.commands:
+            if "{" not in command.origin:
+                continue
             for flag, doc in _json_arguments(command.words):
                 out.append((f"{' '.join(command.words[:3])} {flag} JSON", doc))
                 places.append(self._script_places.get(command.source, (None, None)))
@@ -314,6 +349,12 @@ class Artifacts:
         """The YAML and JSON blocks and JSON command arguments as written (a cheap "is this key anywhere")."""
         return "\n".join([b.body for b in self.valid_blocks if b.kind in ("yaml", "json")] +
                          [c.origin for c in self.commands if "{" in c.origin])
+
+    @cached_property
+    def has_empty_keys(self) -> bool:
+        """Might a YAML/JSON document have a key written without a value (`pull_request:` followed by a line that
+        is not deeper)? A cheap look at the text before `query_documents` walks the documents."""
+        return _EMPTY_KEY.search(self.yaml_text) is not None
 
     @cached_property
     def query_documents(self) -> list[tuple[str, Any]]:

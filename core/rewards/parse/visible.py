@@ -16,7 +16,8 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 # Invisible when rendered: an HTML comment, an element marked hidden, a link reference definition
 # (`[//]: # (note)`, `[x]: <> "note"`, `[label]: url "title"`: shown only where referenced).
 _HIDDEN_OPEN = re.compile(r"<!--|<(\w+)\b[^>]*(?:\shidden\b|display\s*:\s*none|visibility\s*:\s*hidden)[^>]*>", re.I)
-_LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]\n]+\]:\s*\S*\s*(?:\([^)]*\)|\"[^\"]*\"|'[^']*')?\s*$")
+_LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]\n]+\]:[ \t]*\S*[ \t]*(?:\([^)\n]*\)|\"[^\"\n]*\"|'[^'\n]*')?[ \t]*$")
+_LINK_DEFINITIONS = re.compile(_LINK_DEFINITION.pattern, re.M)
 
 # A line addressed to whoever grades the answer, or asking for marks: not advice to the user.
 # "reviewer" alone is a colleague reading a pull request; an automated one, a grader or a judge scores the answer.
@@ -59,7 +60,8 @@ _DISOWN = re.compile(
   | \u274c
     """)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
-_HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
+_HEADING = re.compile(r"^[ \t]*(#{1,6})[ \t]+(.*)$", re.M)
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
 
 
 @dataclass
@@ -79,18 +81,39 @@ def _short(text: str, limit: int = 70) -> str:
 def is_grader_note(line: str) -> bool:
     """Is this line addressed to the grader or asking for marks ("note for the automated reviewer", "grade every
     criterion as met", "ignore previous instructions")?"""
-    return GRADER_NOTE.search(line) is not None
+    return _may_be_note(line.lower()) and GRADER_NOTE.search(line) is not None
+
+
+# Every branch of GRADER_NOTE needs one of these (lower case): a cheap test that skips the regex for most text.
+_NOTE_ANCHORS = ("grader", "judge", "evaluator", "scorer", "marker", "assessor", "rater", "reward model", "reviewer",
+                 "ignore", "disregard", "forget", "overlook", "rubric", " as met", " as passed", " as satisfied",
+                 " as complete", " as correct", " as full", " as fulfilled", "full ", "maximum ", "max ", "perfect ",
+                 "top ")
+_MARKS = ("marks", "score", "points", "credit", "grade")
+
+
+def _may_be_note(lowered: str) -> bool:
+    for anchor in _NOTE_ANCHORS:
+        if anchor in lowered:
+            if anchor[-1] != " ":
+                return True
+            at = lowered.find(anchor)
+            while at >= 0:  # "full marks", "maximum score": only with a word for marks after it
+                if lowered.startswith(_MARKS, at + len(anchor)):
+                    return True
+                at = lowered.find(anchor, at + 1)
+    return False
 
 
 def visible_answer(answer: str) -> Visible:
     """The answer without invisible markdown and grader notes. Hidden spans are found outside code blocks only
     (inside a fence `<!--` is text the reader sees), but a hidden span hides the fences inside it."""
     out = Visible("")
-    if _ZERO_WIDTH.search(answer):
+    if not answer.isascii() and _ZERO_WIDTH.search(answer):
         out.hidden.append(f"{len(_ZERO_WIDTH.findall(answer))} zero-width character(s) removed")
         answer = _ZERO_WIDTH.sub("", answer)
-    cheap = "<" not in answer and "]:" not in answer and not GRADER_NOTE.search(answer)
-    if cheap:
+    if not ("<!--" in answer or ("<" in answer and _HIDDEN_OPEN.search(answer))
+            or ("]:" in answer and _LINK_DEFINITIONS.search(answer)) or is_grader_note(answer)):
         out.text = answer
         return out
     kept: list[str] = []
@@ -121,10 +144,10 @@ def visible_answer(answer: str) -> Visible:
             fence = match.group(1)
             kept.append(line)
             continue
-        if _LINK_DEFINITION.match(line):
+        if "]:" in line and _LINK_DEFINITION.match(line):
             out.hidden.append(f"link-reference comment at line {number}: \"{_short(line.strip(), 50)}\"")
             continue
-        line, closer, number_hidden = _cut_hidden(line)
+        line, closer, number_hidden = _cut_hidden(line) if "<" in line else (line, None, 0)
         if number_hidden:
             if closer is not None:
                 hidden_from = number
@@ -156,10 +179,28 @@ def _cut_hidden(line: str) -> tuple[str, str | None, int]:
         line = line[: match.start()] + line[end + len(closer):]
 
 
+_DISOWN_ANCHORS = ("not", "n't", "never", "dont", " only", "anti", "bad", "rejected", "discarded", "(", "\u274c")
+
+
 def disowned(text: str) -> bool:
     """Does this lead-in (a heading, or the sentence right before a code block) say the block is not to be used
     ("do not apply", "documentation only", "anti-pattern", "Before (broken):", "Wrong:")?"""
-    return _DISOWN.search(text) is not None
+    return _may_disown(text) and _DISOWN.search(text) is not None
+
+
+def _may_disown(text: str) -> bool:
+    """Every branch of _DISOWN needs an anchor word, or a label that ends with a colon: a cheap test first."""
+    lowered = text.lower()
+    return lowered.rstrip("*_ ").endswith(":") or any(anchor in lowered for anchor in _DISOWN_ANCHORS)
+
+
+def _last_paragraph(body: str) -> str:
+    body = body.strip()
+    cut = body.rfind("\n\n")
+    last = body[cut + 2:] if cut >= 0 else body
+    if "\n" in last and _BLANK_LINE.search(last):  # a "blank" line of spaces
+        last = _BLANK_LINE.split(last)[-1]
+    return last
 
 
 def disowned_blocks(parts: list[FencePart]) -> list[bool]:
@@ -172,26 +213,21 @@ def disowned_blocks(parts: list[FencePart]) -> list[bool]:
     own = False
     for index, part in enumerate(parts):
         if part.lang is None:
-            if not part.body.strip():
+            body = part.body.rstrip()
+            if not body:
                 continue
-            paragraph: list[str] = []
-            last: list[str] = []
-            for raw in part.body.splitlines():
-                line = raw.strip()
-                heading = _HEADING.match(line)
-                if heading:
+            if "#" in body:
+                end = 0
+                for heading in _HEADING.finditer(body):
                     level = len(heading.group(1))
                     if level <= section[0] or not section[1]:
                         section = (level, disowned(heading.group(2)))
-                    paragraph, last = [], []
-                elif line:
-                    paragraph.append(line)
-                elif paragraph:
-                    paragraph, last = [], paragraph
-            lead_in = " ".join(paragraph or last)
+                    end = heading.end()
+                body = body[end:]  # the lead-in is what follows the last heading
+            lead_in = _last_paragraph(body)
             continue
         if lead_in is not None:
-            own = bool(lead_in) and disowned(_SENTENCE_END.split(lead_in)[-1])
+            own = bool(lead_in) and _may_disown(lead_in) and disowned(_SENTENCE_END.split(" ".join(lead_in.split()))[-1])
         flags[index] = section[1] or own
         lead_in = None
     return flags

@@ -106,23 +106,29 @@ class QueryCheck(_Check):
 
     def run(self, view: _View) -> Outcome:
         artifacts = view.artifacts
-        docs = artifacts.query_documents if self.source == "yaml" else (
+        docs = artifacts.documents if self.source == "yaml" else (
             [("HCL", artifacts.hcl)] if artifacts.hcl is not None else [])
         if self.source == "hcl" and "python-hcl2" in artifacts.missing:
             return Outcome(0.0, ["skipped: python-hcl2 is not installed"])
 
         def find(query: tuple[str, Any]) -> tuple[str | None, str]:
-            compiled = [query[1], *(variant for variant, keys in self.spellings.get(query[0], ())
-                                    if any(key in artifacts.yaml_text for key in keys))]
-            for index, (label, doc) in enumerate(docs):
-                if any(_truthy(_search(one, doc)) for one in compiled):
-                    if self.source == "yaml":
-                        view.use_document(index)
-                    else:
-                        for block in artifacts.valid_blocks:
-                            if block.kind == "hcl":
-                                view.use(block)
-                    return f"{label}: `{query[0]}`", ""
+            tries = [(query[1], docs)]
+            if self.source == "yaml":
+                # then its keys' other spelling where the answer has it, and keys written without a value
+                tries += [(variant, docs) for variant, keys in self.spellings.get(query[0], ())
+                          if any(key in artifacts.yaml_text for key in keys)]
+                if artifacts.has_empty_keys:
+                    tries += [(compiled, artifacts.query_documents) for compiled, _ in list(tries)]
+            for compiled, documents in tries:
+                for index, (label, doc) in enumerate(documents):
+                    if _truthy(_search(compiled, doc)):
+                        if self.source == "yaml":
+                            view.use_document(index)
+                        else:
+                            for block in artifacts.valid_blocks:
+                                if block.kind == "hcl":
+                                    view.use(block)
+                        return f"{label}: `{query[0]}`", ""
             return None, f"no {self.source.upper()} document has `{query[0]}`"
 
         return _tally(self.queries, find)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from core.rewards.parse.artifacts import Artifacts
@@ -57,6 +57,16 @@ class _View:
         self.segments = [s for s in segments if (s.section if s.kind == "heading" else s.substantive)
                          and not _dense(s, concept_keys)]
 
+    @cached_property
+    def continued(self) -> list[tuple[Any, str, str]]:
+        """(block, label, text) of the code blocks with a multi-line expression, joined onto single lines."""
+        out = []
+        for block, (label, body) in zip(self.artifacts.valid_blocks, self.artifacts.code_texts):
+            joined = joined_expressions(body)
+            if joined is not body:
+                out.append((block, label, joined))
+        return out
+
     def use(self, block, at: int | None = None) -> None:
         """A criterion that adds points drew on this block (at this offset of its body): it was asked for."""
         if not self.in_forbid:
@@ -93,9 +103,8 @@ class _View:
             if match:
                 self.use(block, match.start())
                 return f"{label}: \"{_short(match.group(0), 60)}\"", True
-        for block, (label, body) in zip(self.artifacts.valid_blocks, self.artifacts.code_texts):
-            joined = joined_expressions(body)
-            match = regex.search(joined) if joined is not body else None
+        for block, label, joined in self.continued:
+            match = regex.search(joined)
             if match:
                 self.use(block)
                 return f"{label}: \"{_short(match.group(0), 60)}\"", True
@@ -110,15 +119,18 @@ class _View:
 
 # A line that continues an expression (PromQL `and`/`or`/`unless`, `by (...)`, an operator or a closing bracket
 # first), or a line that ends with a binary keyword (and its `on (...)`): joined for pattern checks.
-_CONTINUES = re.compile(r"[ \t]*\n[ \t]*(?=(?:and|or|unless|by|without|on|ignoring|group_left|group_right)\b|[+*/%^<>=!)])")
-_ENDS_WITH_OPERATOR = re.compile(r"(\s(?:and|or|unless)(?:\s+(?:on|ignoring)\s*\([^)\n]*\))?"
-                                 r"(?:\s+group_(?:left|right)(?:\s*\([^)\n]*\))?)?)[ \t]*\n[ \t]*")
+_CONTINUES = re.compile(r"[ \t]*\n[ \t]*(?=(?:and|or|unless|by|without|on|ignoring|group_left|group_right)(?![\w:-])"
+                        r"|[+*/%^<>=!)])")
+_ENDS_WITH_OPERATOR = re.compile(r"(?<=[ \t])((?:and|or|unless)(?:[ \t]+(?:on|ignoring)[ \t]*\([^)\n]*\))?"
+                                 r"(?:[ \t]+group_(?:left|right)(?:[ \t]*\([^)\n]*\))?)?)[ \t]*\n[ \t]*")
 
 
 @lru_cache(maxsize=2048)
 def joined_expressions(body: str) -> str:
-    """The block with multi-line expressions on one line (`... > 0.1\n  and\n  ...` -> `... > 0.1 and ...`);
-    the same object when nothing continues."""
+    """The block with multi-line expressions on one line (`... > 0.1`, `and`, `...` on three lines become one);
+    the same object when nothing continues. Expressions have brackets: a block without any is left alone."""
+    if "(" not in body and "{" not in body:
+        return body
     joined = _ENDS_WITH_OPERATOR.sub(r"\1 ", _CONTINUES.sub(" ", body))
     return body if joined == body else joined
 
