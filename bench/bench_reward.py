@@ -103,7 +103,7 @@ def _best_of(repeats: int, measure) -> float:
 # Caches keyed by an answer's content (a block, a script, a span): cleared before each timed run, so every run
 # parses as fresh rollouts would. Per-process caches (compiled rubrics, stems, loaders) stay warm, as in training.
 ANSWER_CACHES = ("_yaml_findings", "yaml_documents", "dockerfile_instructions", "parse_shell", "hcl_loads", "parse_hcl",
-                 "parse_sql", "looks_like_command", "_one_line", "_bash_parses")
+                 "parse_sql", "looks_like_command", "_one_line", "_bash_parses", "joined_expressions")
 
 
 def _answer_caches() -> list:

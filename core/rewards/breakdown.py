@@ -16,6 +16,7 @@ from core.rewards.checks import penalties as pen
 from core.rewards.checks.credentials import find_secrets
 from core.rewards.checks.dangers import find_dangers
 from core.rewards.checks.penalties import PENALTIES
+from core.rewards.checks.precision import unrequested
 from core.rewards.checks.signals import annotate, score_dimensions, score_expected
 from core.rewards.parse.artifacts import Artifacts
 from core.rewards.parse.text import analyse
@@ -157,7 +158,7 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
                                             f"{sum(b.valid for b in analysis.blocks)} valid code blocks")
     dimensions["documentation"] = 0.7 * dimensions["documentation"] + 0.3 * structure * min(1.0, len(analysis.words) / 150)
 
-    penalty_values: dict[str, float] = {}
+    penalty_values: dict[str, float] = {"unrequested_artifacts": 0.0}
     penalty_values["keyword_stuffing"], evidence["keyword_stuffing"] = pen.keyword_stuffing(
         analysis, dense, unsupported, len(expected))
     penalty_values["repetition"], evidence["repetition"] = pen.repetition(analysis)
@@ -165,6 +166,9 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
     penalty_values["length"], evidence["length"] = pen.length(analysis)
     penalty_values["broken_code"], evidence["broken_code"] = pen.broken_code(analysis)
     evidence["broken_code"].extend(validator_notes)
+    penalty_values["grader_note"], evidence["grader_note"] = pen.grader_note(analysis)
+    evidence["documentation"].extend([f"not counted (invisible): {e}" for e in analysis.hidden] +
+                                     [f"not counted (the answer disowns it): {e}" for e in analysis.disowned])
 
     artifacts = Artifacts(analysis)
     secrets = find_secrets(analysis, artifacts)
@@ -183,9 +187,12 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
     base = sum(weight[name] * dimensions[name] for name in DIMENSIONS)
     rubric_part: dict[str, Any] = {"score": None, "share": 0.0, "criteria": [], "decisive_cap": 1.0, "capped_by": None}
     if rubric:
-        rubric_score, results = evaluate(compile_rubric(rubric), artifacts, analysis.segments,
+        criteria = compile_rubric(rubric)
+        rubric_score, results = evaluate(criteria, artifacts, analysis.segments,
                                          judge, judge_weight if judge else 0.0, task_desc=desc)
         cap, capped_by = decisive_cap(results)
+        # precision: what no criterion drew on (the checks marked what they used) and names nothing of the task
+        share, evidence["unrequested_artifacts"] = unrequested(artifacts, desc, _positive_concepts(criteria))
         rubric_part = {"score": rubric_score, "share": RUBRIC_SHARE, "criteria": [r.to_dict() for r in results],
                        "decisive_cap": cap, "capped_by": capped_by}
         if secrets or dangers:
@@ -197,6 +204,7 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
         if penalty_values["length"] and evidence["length"] and len(analysis.words) < pen.SHORT_WORDS:
             # a terse answer that does what the task asks is not "too short"
             penalty_values["length"] = round(penalty_values["length"] * (1 - rubric_score), 4)
+        penalty_values["unrequested_artifacts"] = round(base * share, 4)
     final = min(1.0, max(0.0, base - sum(penalty_values.values())))
     # a wrong decision (a failed decisive criterion) is not outweighed by everything else the answer does well
     final = min(final, rubric_part["decisive_cap"])
@@ -208,6 +216,25 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
         evidence=ordered_evidence,
         rubric=rubric_part,
     )
+
+
+_CONCEPTS: dict[int, tuple[Any, tuple]] = {}  # id(compiled criteria) -> (them, their concepts): compiled once each
+
+
+def _positive_concepts(criteria: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(phrase, key) of each concept of the criteria that add points: what the task's rubric asks an answer to
+    talk about."""
+    from core.rewards.rubric.scoring import concept_phrases
+
+    cached = _CONCEPTS.get(id(criteria))
+    if cached is not None and cached[0] is criteria:
+        return cached[1]
+    found = tuple(dict.fromkeys(p for criterion in criteria if not criterion.forbidden
+                                for p in concept_phrases(criterion.check)))
+    if len(_CONCEPTS) > 1024:
+        _CONCEPTS.clear()
+    _CONCEPTS[id(criteria)] = (criteria, found)
+    return found
 
 
 def _run_validators(analysis) -> tuple[list[str], list[str]]:
@@ -233,11 +260,12 @@ def prefetch_validators(answers: list[str]) -> None:
     """Run every external validator once over all valid code blocks of `answers` and cache the results, so
     scoring them one by one starts no more shellcheck/hadolint processes (one per batch instead of per answer)."""
     from core.rewards.checks.validators import Block, prefetch
-    from core.rewards.parse.code_blocks import check_block, split_fences
+    from core.rewards.parse.code_blocks import check_block
+    from core.rewards.parse.visible import recommended_parts
 
     blocks = []
     for answer in answers:
-        for part in split_fences(strip_reasoning("" if answer is None else str(answer))):
+        for part in recommended_parts(strip_reasoning("" if answer is None else str(answer)))[1]:
             if part.lang is not None and part.body.strip():
                 report = check_block(part)
                 if report.valid:

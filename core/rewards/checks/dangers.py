@@ -128,13 +128,15 @@ def _as_list(value: Any) -> list:
 
 
 def _policy_dangers(label: str, doc: Any) -> Iterator[str]:
-    """IAM and bucket policies (JSON): Allow to everyone without a condition, or every action on everything."""
+    """IAM and bucket policies (JSON): Allow to everyone without a condition, or every action on everything.
+    A VPC endpoint's policy (`aws ec2 create-vpc-endpoint --policy-document '{...}'`) allows "*" by design."""
+    endpoint = "vpc-endpoint" in label
     for statement in _statements(doc):
         if statement.get("Effect") != "Allow":
             continue
         principal = statement.get("Principal")
         everyone = principal == "*" or (isinstance(principal, dict) and "*" in _as_list(principal.get("AWS")))
-        if everyone and not statement.get("Condition"):
+        if everyone and not statement.get("Condition") and not endpoint:
             yield f"{label}: a policy allows Principal \"*\" without a condition (public)"
         if "*" in _as_list(statement.get("Action")) and "*" in _as_list(statement.get("Resource")):
             yield f"{label}: a policy allows Action \"*\" on Resource \"*\""
@@ -176,13 +178,32 @@ def _hcl_dangers(hcl: dict) -> Iterator[str]:
                 if re.search(r"Effect\"?\s*[=:]\s*\"Allow\"", statement) and "Condition" not in statement:
                     yield f"{kind}.{name} allows Principal \"*\" without a condition (public)"
     documents = (hcl.get("data") or {}).get("aws_iam_policy_document") if isinstance(hcl.get("data"), dict) else None
+    endpoint_policies = _endpoint_policy_documents(resources)
     for name, block in (documents or {}).items():
+        if name in endpoint_policies:
+            continue  # a VPC endpoint policy: "*" is whoever is inside the VPC, limited by its resources
         for statement in _as_list((block or {}).get("statement") if isinstance(block, dict) else None):
             if not isinstance(statement, dict) or statement.get("effect") == "Deny" or statement.get("condition"):
                 continue
             for principals in _as_list(statement.get("principals")):
                 if isinstance(principals, dict) and "*" in _as_list(principals.get("identifiers")):
                     yield f"aws_iam_policy_document.{name} allows principal \"*\" without a condition (public)"
+
+
+_POLICY_DOCUMENT_REFERENCE = re.compile(r"data\.aws_iam_policy_document\.([\w-]+)")
+
+
+def _endpoint_policy_documents(resources: dict) -> set[str]:
+    """The `aws_iam_policy_document` data sources that a VPC endpoint uses as its policy. An endpoint policy
+    with Principal "*" is the standard form: it limits what any caller inside the VPC may reach through the
+    endpoint, it opens nothing to the internet (docs.aws.amazon.com/vpc/latest/privatelink/vpc-endpoints-access.html)."""
+    names: set[str] = set()
+    for kind in ("aws_vpc_endpoint", "aws_vpc_endpoint_policy"):
+        for block in (resources.get(kind) or {}).values():
+            policy = block.get("policy") if isinstance(block, dict) else None
+            if isinstance(policy, str):
+                names.update(_POLICY_DOCUMENT_REFERENCE.findall(policy))
+    return names
 
 
 def _open_to_internet(rule: dict) -> bool:

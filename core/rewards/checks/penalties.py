@@ -9,7 +9,8 @@ from collections import Counter
 
 from core.rewards.parse.text import Analysis
 
-PENALTIES = ("keyword_stuffing", "repetition", "degenerate", "length", "broken_code", "hardcoded_secret", "dangerous_advice")
+PENALTIES = ("keyword_stuffing", "repetition", "degenerate", "length", "broken_code", "hardcoded_secret", "dangerous_advice",
+             "grader_note", "unrequested_artifacts")
 
 SHORT_WORDS = 60  # below this an answer cannot explain a DevOps change
 LONG_WORDS = 1500  # about 10 KB: beyond this the answer is padded (or the model rambles)
@@ -162,6 +163,15 @@ def length(analysis: Analysis) -> tuple[float, list[str]]:
     if n > LONG_WORDS:
         return _clip(0.1 * (n - LONG_WORDS) / 500, 0.4), [f"{n} words (over {LONG_WORDS})"]
     return 0.0, []
+
+
+GRADER_NOTE = 0.25  # each line addressed to the grader or asking for marks (they are also taken out)
+
+
+def grader_note(analysis: Analysis) -> tuple[float, list[str]]:
+    """Lines addressed to a grader, reviewer or judge, or asking for marks: an answer argues with its user, not
+    with whoever scores it."""
+    return _clip(GRADER_NOTE * len(analysis.grader_notes), 0.5), list(analysis.grader_notes)
 
 
 def broken_code(analysis: Analysis) -> tuple[float, list[str]]:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
 
 from core.rewards.parse.code_blocks import BlockReport, dockerfile_instructions, yaml_documents
 from core.rewards.parse.commands import Command, _add_command, _yaml_scripts, console_script, parse_shell
-from core.rewards.parse.text import Analysis
+from core.rewards.parse.text import Analysis, tokens
 
 log = logging.getLogger(__name__)
 
@@ -144,29 +145,243 @@ def doc_label(doc: Any, block: BlockReport) -> str:
     return f"{block.kind} block at line {block.line}"
 
 
+# Code blocks that are artifacts the answer hands over (configuration, code, commands); `text` blocks
+# (logs, output, timelines) are not.
+ARTIFACT_KINDS = frozenset({"yaml", "json", "hcl", "sql", "shell", "console", "dockerfile", "python", "other"})
+_DOCUMENT_START = re.compile(r"^---", re.M)
+
+
+@dataclass
+class Unit:
+    """One artifact of the answer, the grain of precision: a YAML/JSON document or another code block."""
+
+    label: str
+    block: BlockReport
+    start: int  # where it lies in the block's body
+    end: int
+    lines: int  # non-blank, non-comment lines: its size
+
+    @property
+    def text(self) -> str:
+        return self.block.body[self.start:self.end]
+
+    @cached_property
+    def joined(self) -> str:
+        """Its tokens joined by spaces, with a space at each end (how phrases are looked up)."""
+        return " " + " ".join(tokens(self.text)) + " "
+
+
+def _content_lines(text: str) -> int:
+    return sum(1 for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith(("#", "//", "-- ")))
+
+
+def _units_of(block: BlockReport, docs: tuple) -> list[Unit]:
+    """A YAML block's documents as units when its `---` pieces pair up with them; else the block as one."""
+    body = block.body
+    if block.kind == "yaml" and len(docs) > 1:
+        cuts = [0, *(m.start() for m in _DOCUMENT_START.finditer(body)), len(body)]
+        pieces = [(a, b) for a, b in zip(cuts, cuts[1:]) if _content_lines(body[a:b].replace("---", "", 1))]
+        if len(pieces) == len(docs):
+            return [Unit(doc_label(doc, block), block, a, b, _content_lines(body[a:b].replace("---", "", 1)))
+                    for doc, (a, b) in zip(docs, pieces)]
+    label = doc_label(docs[0], block) if len(docs) == 1 else f"{block.kind} block at line {block.line}"
+    return [Unit(label, block, 0, len(body), _content_lines(body))]
+
+
+class Present(dict):
+    """An empty mapping that stands for a key written without a value: JMESPath reads it as `{}` (so `!x` and
+    `x == `{}`` behave as for an empty value), the rubric's "does the query select something" counts it."""
+
+    __slots__ = ()
+
+
+def _present(node: Any, depth: int = 0) -> Any:
+    """The document with every null mapping value replaced by `Present()`; the same object when it has none."""
+    if depth > 40:
+        return node
+    if isinstance(node, dict):
+        items = {key: (Present() if value is None else _present(value, depth + 1)) for key, value in node.items()}
+        return node if all(items[key] is value for key, value in node.items()) else items
+    if isinstance(node, list):
+        items = [_present(value, depth + 1) for value in node]
+        return node if all(a is b for a, b in zip(items, node)) else items
+    return node
+
+
+_JSON_START = ("{", "[{")
+# a key line with no value (or null, ~), followed by a line that is not deeper nor a list item under it, or by the end
+_EMPTY_KEY = re.compile(r"^([ \t]*)(?:- )?[^\s#][^\n]*:[ \t]*(?:null|~|\"\"|'')?[ \t]*$(?!\n\1[ \t]|\n\1- )", re.M)
+
+
+def _json_arguments(words: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """(flag, parsed value) for each JSON object given as a command argument (`--policy '{"Statement": ...}'`)."""
+    import json
+
+    out = []
+    for at, word in enumerate(words[1:], 1):
+        if not word.startswith(_JSON_START) or len(word) > 100_000:
+            continue
+        flag = words[at - 1] if words[at - 1].startswith("-") else ""
+        if not flag and "=" in word:
+            continue
+        try:
+            value = json.loads(word)
+        except ValueError:
+            continue
+        if isinstance(value, (dict, list)):
+            out.append((flag or "argument", value))
+    for word in words[1:]:  # --flag='{...}'
+        name, _, value_text = word.partition("=")
+        if name.startswith("--") and value_text.startswith(_JSON_START):
+            try:
+                value = json.loads(value_text)
+            except ValueError:
+                continue
+            if isinstance(value, (dict, list)):
+                out.append((name, value))
+    return out
+
+
 class Artifacts:
-    """The parsed artifacts of one answer, each parsed on first use."""
+    """The parsed artifacts of one answer, each parsed on first use; the rubric's checks `mark` the units
+    whose content earned a criterion something (precision: what no criterion asks for is extra)."""
 
     def __init__(self, analysis: Analysis) -> None:
         self.analysis = analysis
         self.missing: set[str] = set()  # parsers that are not installed (the checks needing them are skipped)
+        self.used: set[int] = set()  # indexes into `units` that a criterion drew on
 
     @cached_property
     def valid_blocks(self) -> list[BlockReport]:
         return [b for b in self.analysis.blocks if b.valid and b.body.strip()]
 
     @cached_property
+    def units(self) -> list[Unit]:
+        """Every artifact: each document of a YAML block, each other code block of an artifact kind."""
+        out: list[Unit] = []
+        for block in self.valid_blocks:
+            if block.kind in ARTIFACT_KINDS:
+                docs = yaml_documents(block.body) if block.kind in ("yaml", "json") else ()
+                out.extend(_units_of(block, docs) if docs else [Unit(f"{block.kind} block at line {block.line}",
+                                                                     block, 0, len(block.body), _content_lines(block.body))])
+        return out
+
+    @cached_property
+    def _units_by_block(self) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for index, unit in enumerate(self.units):
+            out.setdefault(id(unit.block), []).append(index)
+        return out
+
+    def mark(self, block: BlockReport | None, at: int | None = None) -> None:
+        """A criterion drew on this block: on the unit at offset `at` of its body, or on all its units."""
+        indexes = self._units_by_block.get(id(block), ()) if block is not None else ()
+        if len(indexes) == 1 or at is None:
+            self.used.update(indexes)
+            return
+        units = self.units
+        for index in indexes:
+            unit = units[index]
+            if unit.start <= at < unit.end or unit.end == at == len(block.body):
+                self.used.add(index)
+
+    def mark_phrase(self, block: BlockReport, needle: str) -> None:
+        """Mark the first unit of the block whose tokens hold the phrase (" readiness prob ")."""
+        indexes = self._units_by_block.get(id(block), ())
+        if len(indexes) == 1:
+            self.used.add(indexes[0])
+            return
+        for index in indexes:
+            if needle in self.joined(index):
+                self.used.add(index)
+                return
+
+    def joined(self, index: int) -> str:
+        """A unit's tokens joined by spaces (with a space at each end): the code segment's own when the unit is its
+        whole block, else tokenised here."""
+        unit = self.units[index]
+        if len(self._units_by_block[id(unit.block)]) == 1:
+            segment = self._code_segments.get(id(unit.block))
+            if segment is not None:
+                if segment.joined is None:
+                    segment.joined = " " + " ".join(segment.tokens) + " "
+                return segment.joined
+        return unit.joined
+
+    @cached_property
+    def _code_segments(self) -> dict[int, Any]:
+        return {id(s.block): s for s in self.analysis.segments if s.kind == "code" and s.block is not None}
+
+    def mark_document(self, index: int) -> None:
+        if self.documents:
+            block, at = self._document_places[index]
+            self.mark(block, at)
+
+    def mark_source(self, source: str) -> None:
+        """Mark where a command was found (`shell block at line 12`, `Deployment/x script`)."""
+        if self.scripts:
+            self.mark(*self._script_places.get(source, (None, None)))
+
+    def mark_labels(self, texts: list[str]) -> None:
+        """Mark the units whose label (`Deployment/cart-api`) a relation check's evidence names."""
+        for index, unit in enumerate(self.units):
+            if "/" in unit.label and any(unit.label in text for text in texts):
+                self.used.add(index)
+
+    @cached_property
     def documents(self) -> list[tuple[str, Any]]:
-        """(label, document) for every YAML/JSON document; items of a top-level list count one by one too."""
+        """(label, document) for every YAML/JSON document, items of a top-level list one by one too, then the
+        JSON arguments of commands (`aws s3api put-bucket-lifecycle-configuration --lifecycle-configuration
+        '{...}'`, `--policy '{...}'`), labelled with the command and flag."""
+        out = list(self._block_documents)
+        places = list(self._document_places)
+        for command in self.commands:
+            if "{" not in command.origin:
+                continue
+            for flag, doc in _json_arguments(command.words):
+                out.append((f"{' '.join(command.words[:3])} {flag} JSON", doc))
+                places.append(self._script_places.get(command.source, (None, None)))
+        self._document_places = places
+        return out
+
+    @cached_property
+    def yaml_text(self) -> str:
+        """The YAML and JSON blocks and JSON command arguments as written (a cheap "is this key anywhere")."""
+        return "\n".join([b.body for b in self.valid_blocks if b.kind in ("yaml", "json")] +
+                         [c.origin for c in self.commands if "{" in c.origin])
+
+    @cached_property
+    def has_empty_keys(self) -> bool:
+        """Might a YAML/JSON document have a key written without a value (`pull_request:` followed by a line that
+        is not deeper)? A cheap look at the text before `query_documents` walks the documents."""
+        return _EMPTY_KEY.search(self.yaml_text) is not None
+
+    @cached_property
+    def query_documents(self) -> list[tuple[str, Any]]:
+        """`documents` as the rubric's YAML queries read them: a key written with no value (`on: pull_request:`,
+        the idiomatic GitHub Actions trigger) holds an empty `Present` mapping instead of null, so it is there."""
+        return [(label, _present(doc)) for label, doc in self.documents]
+
+    @cached_property
+    def _block_documents(self) -> list[tuple[str, Any]]:
         out: list[tuple[str, Any]] = []
+        places: list[tuple[BlockReport, int | None]] = []
         for block in self.valid_blocks:
             if block.kind not in ("yaml", "json"):
                 continue
-            for doc in map(_yaml11_keys, yaml_documents(block.body)):
+            parsed = yaml_documents(block.body)
+            units = [u for u in self.units if u.block is block]
+            split = len(units) == len(parsed) > 1
+            for at, doc in enumerate(map(_yaml11_keys, parsed)):
+                place = (block, units[at].start if split else None)
                 out.append((doc_label(doc, block), doc))
+                places.append(place)
                 items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else doc
                 if isinstance(items, list):
-                    out.extend((doc_label(item, block), item) for item in items if isinstance(item, dict))
+                    listed = [item for item in items if isinstance(item, dict)]
+                    out.extend((doc_label(item, block), item) for item in listed)
+                    places.extend([place] * len(listed))
+        self._document_places = places
         return out
 
     @cached_property
@@ -193,14 +408,22 @@ class Artifacts:
     @cached_property
     def sql(self) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
+        self.sql_blocks: list[BlockReport] = []  # the block of each statement
         for block in self.valid_blocks:
             if block.kind == "sql":
                 try:
-                    out.extend(parse_sql(block.body))
+                    statements = parse_sql(block.body)
                 except ImportError:
                     self.missing.add("sqlglot")
                     return []
+                out.extend(statements)
+                self.sql_blocks.extend([block] * len(statements))
         return out
+
+    @cached_property
+    def dockerfile_blocks(self) -> list[BlockReport]:
+        """The block of each of `dockerfiles`."""
+        return [b for b in self.valid_blocks if b.kind == "dockerfile"]
 
     @cached_property
     def dockerfiles(self) -> list[list[tuple[str, str]]]:
@@ -212,20 +435,27 @@ class Artifacts:
         """(source, shell text): shell and console blocks, CLI commands in inline code, CI `run:`/`script:`
         steps of YAML documents and Dockerfile RUN instructions."""
         out: list[tuple[str, str]] = []
+        places: dict[str, tuple[BlockReport, int | None]] = {}  # source -> where it is (for `mark_source`)
         for block in self.valid_blocks:
-            if block.kind == "shell":
-                out.append((f"shell block at line {block.line}", block.body))
-            elif block.kind == "console":
-                out.append((f"console block at line {block.line}", console_script(block.body)))
+            if block.kind in ("shell", "console"):
+                source = f"{block.kind} block at line {block.line}"
+                out.append((source, block.body if block.kind == "shell" else console_script(block.body)))
+                places[source] = (block, None)
         for segment in self.analysis.segments:
             if segment.kind == "inline_code":
                 out.append(("inline command", segment.text))
-        for label, doc in self.documents:
+        for index, (label, doc) in enumerate(self._block_documents):
             found: list[str] = []
             _yaml_scripts(doc, found)
             out.extend((f"{label} script", text) for text in found)
-        for instructions in self.dockerfiles:
-            out.extend(("Dockerfile RUN", args) for word, args in instructions if word == "RUN" and not args.startswith("["))
+            if found:
+                places.setdefault(f"{label} script", self._document_places[index])
+        for block, instructions in zip(self.dockerfile_blocks, self.dockerfiles):
+            runs = [args for word, args in instructions if word == "RUN" and not args.startswith("[")]
+            out.extend(("Dockerfile RUN", args) for args in runs)
+            if runs:
+                places.setdefault("Dockerfile RUN", (block, None))
+        self._script_places = places
         return out
 
     @cached_property

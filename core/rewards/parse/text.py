@@ -11,7 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from core.rewards.parse.code_blocks import BlockReport, check_block, split_fences
+from core.rewards.parse.code_blocks import BlockReport, check_block
+from core.rewards.parse.visible import recommended_parts
 
 # One pass that splits camelCase and acronyms ("MaxRAMPercentage" -> Max RAM Percentage) and keeps
 # letter-digit words together ("k8s", "p99", "5xx", "ec2").
@@ -149,6 +150,9 @@ class Analysis:
     prose_lines: list[str] = field(default_factory=list)
     headings: int = 0
     words: list[str] = field(default_factory=list)  # raw lowercase words of the whole answer
+    hidden: list[str] = field(default_factory=list)  # invisible content taken out (HTML comments, ...)
+    grader_notes: list[str] = field(default_factory=list)  # lines addressed to the grader, taken out
+    disowned: list[str] = field(default_factory=list)  # code blocks the answer says not to use, not counted
 
     @property
     def counted(self) -> list[Segment]:
@@ -191,9 +195,30 @@ def _prose_judgement(text: str, kind: str, whole: bool = True) -> tuple[str, tup
     if commas >= 2 and n / (commas + 1) <= 3.0 and stops / n < 0.25:
         shape = _terse_shape(text, [], ()) if whole else None
         return ("terse", shape) if shape is not None else ("bare list", skeleton)
+    if commas >= LIST_ITEMS - 1 and _comma_list(text):
+        return "comma list", skeleton
     if stops == 0 and "`" not in text and ":" not in text:
         return "no prose words", skeleton
     return "", skeleton
+
+
+_LIST_SPLIT = re.compile(r",|\s(?:and|or)\s")
+_DIGIT = re.compile(r"\d")
+_ASIDES = re.compile(r"\([^()]*\)|`[^`]*`")  # an enumeration in parentheses or code is a detail of a statement
+LIST_ITEMS = 6  # a sentence with this many short comma-separated items after its lead-in ...
+LIST_SHARE = 2 / 3  # ... that are this share of those items is a list of terms, not a statement
+SHORT_ITEM = 4  # words
+
+
+def _comma_list(text: str) -> bool:
+    """Is the sentence, after its lead-in, mostly a comma list of short items ("teams end up discussing topics
+    such as error budget policy, deployment gate, burn rate, canary analysis, ...")? Such a list names terms
+    and says nothing of any of them; a list of instructions ("add a readiness probe on /ready, ...") is longer
+    per item, and an enumeration in parentheses or backticks details a statement."""
+    items = [item for item in _LIST_SPLIT.split(_ASIDES.sub("", text))[1:] if _LOWER_WORD.search(item.lower())]
+    # an item with a figure is a specific value ("heap 1.2 GiB"), not a term
+    short = sum(len(_LOWER_WORD.findall(item.lower())) <= SHORT_ITEM and not _DIGIT.search(item) for item in items)
+    return short >= LIST_ITEMS and short >= LIST_SHARE * len(items)
 
 
 def _wraps(line: str) -> bool:
@@ -261,9 +286,14 @@ def _split_comments(body: str, kind: str) -> tuple[str, str]:
 
 
 def analyse(answer: str) -> Analysis:
-    """Split the answer into segments and check its code blocks."""
-    analysis = Analysis(answer=answer, words=_LOWER_WORD.findall(answer.lower()))
-    for part in split_fences(answer):
+    """Split what the answer recommends (parse/visible.py: no hidden text, no notes to the grader, no code block
+    it disowns) into segments and check its code blocks."""
+    visible, parts, disowned = recommended_parts(answer)
+    answer = visible.text
+    analysis = Analysis(answer=answer, words=_LOWER_WORD.findall(answer.lower()), hidden=visible.hidden,
+                        grader_notes=visible.grader_notes,
+                        disowned=[f"{p.lang or 'code'} block at line {p.line}" for p in disowned])
+    for part in parts:
         if part.lang is None:
             _add_prose(analysis, part.body)
             continue

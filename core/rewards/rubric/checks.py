@@ -10,6 +10,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from core.rewards.checks.signals import _snippet
+from core.rewards.parse.artifacts import Present
 from core.rewards.parse.text import _TOKEN, phrase_key
 
 if TYPE_CHECKING:
@@ -72,7 +73,8 @@ class ConceptCheck(_Check):
 
 
 def _tally(items: list, find) -> Outcome:
-    """The share of assertions that hold; `find(item)` gives (evidence when it holds or None, evidence when not)."""
+    """The share of assertions that hold; `find(item)` gives (evidence when it holds or None, evidence when not);
+    it is called once per item (it may mark what it used)."""
     met, evidence = 0, []
     for item in items:
         hit, miss = find(item)
@@ -84,10 +86,11 @@ def _tally(items: list, find) -> Outcome:
 def _truthy(value: Any) -> bool:
     """JMESPath's truth, except that a list of only false values (`[[], null]`, what a projection over
     documents without a match returns) is no match either; an empty mapping in a list is an item that was
-    selected (`ingress: [{}]`, the allow-all rule), so `[{}]` is a match."""
+    selected (`ingress: [{}]`, the allow-all rule), so `[{}]` is a match; so is a key written without a value
+    (`Present`, `on: pull_request:`)."""
     if isinstance(value, list):
         return any(isinstance(item, dict) or _truthy(item) for item in value)
-    return value not in (None, False, {}, "")
+    return isinstance(value, Present) or value not in (None, False, {}, "")
 
 
 @dataclass
@@ -97,15 +100,38 @@ class QueryCheck(_Check):
 
     source: str  # "yaml" | "hcl"
     queries: list[tuple[str, Any]]
+    # query text -> [(the query with its keys respelled, the respelled keys)]: tried when the query selects
+    # nothing and a YAML/JSON block of the answer has one of those keys (`pageAlert` for `page_alert`)
+    spellings: dict[str, list[tuple[Any, tuple[str, ...]]]] = field(default_factory=dict)
 
     def run(self, view: _View) -> Outcome:
-        docs = view.artifacts.documents if self.source == "yaml" else (
-            [("HCL", view.artifacts.hcl)] if view.artifacts.hcl is not None else [])
-        if self.source == "hcl" and "python-hcl2" in view.artifacts.missing:
+        artifacts = view.artifacts
+        docs = artifacts.documents if self.source == "yaml" else (
+            [("HCL", artifacts.hcl)] if artifacts.hcl is not None else [])
+        if self.source == "hcl" and "python-hcl2" in artifacts.missing:
             return Outcome(0.0, ["skipped: python-hcl2 is not installed"])
-        return _tally(self.queries, lambda query: (
-            next((f"{label}: `{query[0]}`" for label, doc in docs if _truthy(_search(query[1], doc))), None),
-            f"no {self.source.upper()} document has `{query[0]}`"))
+
+        def find(query: tuple[str, Any]) -> tuple[str | None, str]:
+            tries = [(query[1], docs)]
+            if self.source == "yaml":
+                # then its keys' other spelling where the answer has it, and keys written without a value
+                tries += [(variant, docs) for variant, keys in self.spellings.get(query[0], ())
+                          if any(key in artifacts.yaml_text for key in keys)]
+                if artifacts.has_empty_keys:
+                    tries += [(compiled, artifacts.query_documents) for compiled, _ in list(tries)]
+            for compiled, documents in tries:
+                for index, (label, doc) in enumerate(documents):
+                    if _truthy(_search(compiled, doc)):
+                        if self.source == "yaml":
+                            view.use_document(index)
+                        else:
+                            for block in artifacts.valid_blocks:
+                                if block.kind == "hcl":
+                                    view.use(block)
+                        return f"{label}: `{query[0]}`", ""
+            return None, f"no {self.source.upper()} document has `{query[0]}`"
+
+        return _tally(self.queries, find)
 
 
 @lru_cache(maxsize=1)
@@ -144,9 +170,14 @@ class SqlCheck(_Check):
         statements = view.artifacts.sql
         if "sqlglot" in view.artifacts.missing:
             return Outcome(0.0, ["skipped: sqlglot is not installed"])
-        return _tally(self.patterns, lambda pattern: (
-            next((f"SQL: `{_short(s[1], 70)}`" for s in statements if pattern[1] in s[0] or pattern[1] in s[1]), None),
-            f"no parsed SQL statement has `{pattern[0]}`"))
+        def find(pattern: tuple[str, str]) -> tuple[str | None, str]:
+            for index, statement in enumerate(statements):
+                if pattern[1] in statement[0] or pattern[1] in statement[1]:
+                    view.use(view.artifacts.sql_blocks[index])
+                    return f"SQL: `{_short(statement[1], 70)}`", ""
+            return None, f"no parsed SQL statement has `{pattern[0]}`"
+
+        return _tally(self.patterns, find)
 
 
 @dataclass
@@ -206,6 +237,8 @@ class ShellCheck(_Check):
                 if credit > best:
                     best, where = credit, command
             total += best
+            if where is not None and best > 0:
+                view.use_source(where.source)
             if where is None:
                 evidence.append(f"no command `{pattern.raw}`")
             else:
@@ -229,10 +262,17 @@ class DockerfileCheck(_Check):
     assertions: list[DockerAssertion]
 
     def run(self, view: _View) -> Outcome:
-        files = view.artifacts.dockerfiles
-        return _tally(self.assertions, lambda a: (
-            next(filter(None, (_docker_hit(a, instructions) for instructions in files)), None),
-            f"no Dockerfile has `{a.raw}`"))
+        artifacts = view.artifacts
+
+        def find(assertion: DockerAssertion) -> tuple[str | None, str]:
+            for block, instructions in zip(artifacts.dockerfile_blocks, artifacts.dockerfiles):
+                hit = _docker_hit(assertion, instructions)
+                if hit:
+                    view.use(block)
+                    return hit, ""
+            return None, f"no Dockerfile has `{assertion.raw}`"
+
+        return _tally(self.assertions, find)
 
 
 def _docker_hit(a: DockerAssertion, instructions: list[tuple[str, str]]) -> str | None:
@@ -272,6 +312,8 @@ class RelationCheck(_Check):
 
     def run(self, view: _View) -> Outcome:
         score, evidence = self.function(view.artifacts, **self.arguments)
+        if score > 0 and not view.in_forbid:
+            view.artifacts.mark_labels(evidence)
         return Outcome(max(0.0, min(1.0, float(score))), [f"{self.name}: {e}" for e in evidence])
 
 

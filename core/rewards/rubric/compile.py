@@ -95,7 +95,41 @@ def _compile_query(kind: str, value: Any, where: str) -> QueryCheck:
             raise RubricError(f"{where}: {kind} query `{text}`: after `x.*.a` jmespath projects only one more field, "
                               f"so `x.*.a.b` is always null; write `values(x)[].a.b`")
         queries.append((text, compiled))
-    return QueryCheck(kind, queries)
+    spellings = {text: [(jmespath.compile(variant), needles) for variant, needles in key_spellings(text)]
+                 for text, _ in queries} if kind == "yaml" else {}
+    return QueryCheck(kind, queries, {text: found for text, found in spellings.items() if found})
+
+
+_QUERY_LITERAL = re.compile(r"'(?:\\.|[^'\\])*'|`(?:\\.|[^`\\])*`|\"(?:\\.|[^\"\\])*\"")
+_QUERY_NAME = re.compile(r"(?<![\w@])[A-Za-z_][A-Za-z0-9_]*(?!\w|\s*\()")
+_SNAKE = re.compile(r"(?<=[a-z0-9])_([a-z0-9])")
+_CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def key_spellings(text: str) -> list[tuple[str, tuple[str, ...]]]:
+    """The query with its snake_case keys in camelCase and with its camelCase keys in snake_case (`page_alert`
+    <-> `pageAlert`: tools spell the same setting both ways, a CRD often camelCase), each with the keys it
+    respells; literals and function names are left alone. Empty when there is nothing to respell."""
+    out = []
+    for pattern, respell in ((_SNAKE, lambda m: m.group(1).upper()), (_CAMEL, lambda m: "_" + m.group(1).lower())):
+        needles: list[str] = []
+
+        def swap(match: re.Match, pattern=pattern, respell=respell, needles=needles) -> str:
+            name = match.group(0)
+            new = pattern.sub(respell, name)
+            if new != name:
+                needles.append(new)
+            return new
+
+        pieces, at = [], 0
+        for literal in _QUERY_LITERAL.finditer(text):
+            pieces.append(_QUERY_NAME.sub(swap, text[at:literal.start()]))
+            pieces.append(literal.group(0))
+            at = literal.end()
+        pieces.append(_QUERY_NAME.sub(swap, text[at:]))
+        if needles:
+            out.append(("".join(pieces), tuple(dict.fromkeys(needles))))
+    return out
 
 
 def _stops_projecting(node: Any) -> bool:

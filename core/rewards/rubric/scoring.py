@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import Any
 
 from core.rewards.parse.artifacts import Artifacts
@@ -56,6 +57,29 @@ class _View:
         self.segments = [s for s in segments if (s.section if s.kind == "heading" else s.substantive)
                          and not _dense(s, concept_keys)]
 
+    @cached_property
+    def continued(self) -> list[tuple[Any, str, str]]:
+        """(block, label, text) of the code blocks with a multi-line expression, joined onto single lines."""
+        out = []
+        for block, (label, body) in zip(self.artifacts.valid_blocks, self.artifacts.code_texts):
+            joined = joined_expressions(body)
+            if joined is not body:
+                out.append((block, label, joined))
+        return out
+
+    def use(self, block, at: int | None = None) -> None:
+        """A criterion that adds points drew on this block (at this offset of its body): it was asked for."""
+        if not self.in_forbid:
+            self.artifacts.mark(block, at)
+
+    def use_document(self, index: int) -> None:
+        if not self.in_forbid:
+            self.artifacts.mark_document(index)
+
+    def use_source(self, source: str) -> None:
+        if not self.in_forbid:
+            self.artifacts.mark_source(source)
+
     def find_concept(self, group) -> tuple[str, Segment] | None:
         """The first alternative of the group in a counted segment, not negated where it stands."""
         for raw, key, loose in group:
@@ -67,14 +91,22 @@ class _View:
                     match = loose.search(segment.text)
                     if match and negated(segment.text[: match.start()], segment.text[match.end():]):
                         continue
+                if segment.kind == "code" and segment.block is not None and not self.in_forbid:
+                    self.artifacts.mark_phrase(segment.block, needle)
                 return raw, segment
         return None
 
     def find_regex(self, regex: re.Pattern) -> tuple[str, bool] | None:
         """(where the regex matched, whether that is a code block), code first."""
-        for label, body in self.artifacts.code_texts:
+        for block, (label, body) in zip(self.artifacts.valid_blocks, self.artifacts.code_texts):
             match = regex.search(body)
             if match:
+                self.use(block, match.start())
+                return f"{label}: \"{_short(match.group(0), 60)}\"", True
+        for block, label, joined in self.continued:
+            match = regex.search(joined)
+            if match:
+                self.use(block)
                 return f"{label}: \"{_short(match.group(0), 60)}\"", True
         for segment in self.segments:
             if segment.kind == "code":
@@ -83,6 +115,24 @@ class _View:
             if match and not (self.in_forbid and negated(segment.text[: match.start()], segment.text[match.end():])):
                 return f"\"{_short(segment.text, 70)}\"", False
         return None
+
+
+# A line that continues an expression (PromQL `and`/`or`/`unless`, `by (...)`, an operator or a closing bracket
+# first), or a line that ends with a binary keyword (and its `on (...)`): joined for pattern checks.
+_CONTINUES = re.compile(r"[ \t]*\n[ \t]*(?=(?:and|or|unless|by|without|on|ignoring|group_left|group_right)(?![\w:-])"
+                        r"|[+*/%^<>=!)])")
+_ENDS_WITH_OPERATOR = re.compile(r"(?<=[ \t])((?:and|or|unless)(?:[ \t]+(?:on|ignoring)[ \t]*\([^)\n]*\))?"
+                                 r"(?:[ \t]+group_(?:left|right)(?:[ \t]*\([^)\n]*\))?)?)[ \t]*\n[ \t]*")
+
+
+@lru_cache(maxsize=2048)
+def joined_expressions(body: str) -> str:
+    """The block with multi-line expressions on one line (`... > 0.1`, `and`, `...` on three lines become one);
+    the same object when nothing continues. Expressions have brackets: a block without any is left alone."""
+    if "(" not in body and "{" not in body:
+        return body
+    joined = _ENDS_WITH_OPERATOR.sub(r"\1 ", _CONTINUES.sub(" ", body))
+    return body if joined == body else joined
 
 
 def _joined(segment: Segment) -> str:
@@ -266,4 +316,13 @@ def _concept_keys(check: Any) -> list[tuple[str, ...]]:
         return check.keys()
     if isinstance(check, AnyOf):
         return [k for c in check.checks for k in _concept_keys(c)]
+    return []
+
+
+def concept_phrases(check: Any) -> list[tuple[str, tuple[str, ...]]]:
+    """(phrase as written, its key) of every concept alternative of a check."""
+    if isinstance(check, ConceptCheck):
+        return [(raw, key) for group in check.groups for raw, key, _ in group]
+    if isinstance(check, AnyOf):
+        return [p for c in check.checks for p in concept_phrases(c)]
     return []

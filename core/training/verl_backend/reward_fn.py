@@ -52,10 +52,28 @@ def unflatten(extra: Mapping) -> dict:
     }
 
 
+def judge_settings(judge: Any):
+    """`core.rewards.judge.JudgeSettings` from the `judge` reward argument (the `devops.reward.judge` section,
+    which the launcher passes as `reward.custom_reward_function.reward_kwargs.judge`); None when it is off."""
+    if judge is None:
+        return None
+    from core.rewards.judge import JudgeSettings
+
+    return judge if isinstance(judge, JudgeSettings) else JudgeSettings.from_config(judge)
+
+
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping | None = None,
-                  **kwargs: Any) -> dict[str, float]:
-    """verl's reward signature; `score` is the final reward in [0, 1], the other keys its breakdown."""
+                  judge: Any = None, **kwargs: Any) -> dict[str, float]:
+    """verl's reward signature; `score` is the final reward in [0, 1], the other keys its breakdown. With the LLM
+    judge on (`judge`, the `devops.reward.judge` section), its grades are blended into each rubric criterion as
+    in the native backend; a judge that fails falls back to the rule score."""
     from core.rewards.pool import score_one
 
     task, weights = grading_inputs(ground_truth, extra_info)
-    return flatten_breakdown(score_one((solution_str or "", task, weights)))
+    settings = judge_settings(judge)
+    if settings is None:
+        return flatten_breakdown(score_one((solution_str or "", task, weights)))
+    from core.rewards.judge import score_with_judge
+
+    result = score_with_judge([(solution_str or "", task)], settings, weights=weights or None)[0]
+    return flatten_breakdown(result.to_dict())
