@@ -345,3 +345,282 @@ def values_present(artifacts: Any, values: list[Any]) -> Result:
         found += hit
         evidence.append(f"{wanted!s}: {'in the artifacts' if hit else 'not in any artifact'}")
     return found / len(values) if values else 0.0, evidence
+
+
+@relation("hpa_bounds")
+def hpa_bounds(artifacts: Any, min_replicas: int | None = None, max_replicas: int | None = None,
+               workload: str | None = None) -> Result:
+    """Each HorizontalPodAutoscaler scales between minReplicas < maxReplicas (minReplicas defaults to 1), within the
+    bounds the task gives, and targets a workload of the answer when the answer has one.
+    https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/"""
+    found = list(objects(artifacts, "HorizontalPodAutoscaler"))
+    if not found:
+        return 0.0, ["no HorizontalPodAutoscaler in the answer"]
+    named = {_dig(w, "metadata", "name") for w in workloads(artifacts)}
+    good, evidence = 0, []
+    for hpa in found:
+        low, high = _dig(hpa, "spec", "minReplicas"), _dig(hpa, "spec", "maxReplicas")
+        low = 1 if low is None else low
+        target = _dig(hpa, "spec", "scaleTargetRef", "name")
+        problems = []
+        if not isinstance(low, int) or not isinstance(high, int) or low >= high:
+            problems.append(f"minReplicas {low} is not below maxReplicas {high}")
+        if isinstance(low, int) and min_replicas is not None and low < min_replicas:
+            problems.append(f"minReplicas {low} < {min_replicas}")
+        if isinstance(high, int) and max_replicas is not None and high > max_replicas:
+            problems.append(f"maxReplicas {high} > {max_replicas}")
+        if workload is not None and target != workload:
+            problems.append(f"targets {target}, not {workload}")
+        elif named and target not in named:
+            problems.append(f"targets {target}, which is not a workload of the answer")
+        good += not problems
+        evidence.append(f"{name_of(hpa)}: {low}-{high} replicas of {target}" + (": " + "; ".join(problems) if problems else ""))
+    return good / len(found), evidence
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|y|w|d|h|m|s)")
+_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def duration_seconds(value: Any) -> float | None:
+    """A Prometheus/Go duration (`1h30m`, `5m`, `30s`, `35d`) or a bare number of seconds, in seconds.
+    https://prometheus.io/docs/prometheus/latest/configuration/configuration/#duration"""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip().lower()
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * _SECONDS[u] for n, u in parts)
+
+
+def alerting_rules(artifacts: Any) -> list[tuple[str, Mapping]]:
+    """(group name, rule) for every alerting rule: PrometheusRule objects and plain rule files (`groups:`)."""
+    out = []
+    for _, doc in artifacts.documents:
+        if not isinstance(doc, Mapping):
+            continue
+        groups = _dig(doc, "spec", "groups") if doc.get("kind") == "PrometheusRule" else doc.get("groups")
+        for group in groups if isinstance(groups, list) else []:
+            rules = group.get("rules") if isinstance(group, Mapping) else None
+            out.extend((str(group.get("name")), rule) for rule in rules or [] if isinstance(rule, Mapping) and "alert" in rule)
+    return out
+
+
+def _alerts(artifacts: Any, alert: str | None) -> list[Mapping]:
+    pattern = re.compile(alert, re.I) if alert else None
+    return [rule for _, rule in alerting_rules(artifacts) if pattern is None or pattern.search(str(rule.get("alert")))]
+
+
+@relation("alert_for_within")
+def alert_for_within(artifacts: Any, max: str, min: str = "0s", alert: str | None = None) -> Result:  # noqa: A002
+    """Every alerting rule (named like `alert`, a regex) waits `for:` no longer than `max` (an alert whose `for:`
+    outlasts the outage never fires) and no shorter than `min` (a page on every blip). `for` defaults to 0s.
+    https://prometheus.io/docs/prometheus/latest/configuration/alerting_rules/"""
+    rules = _alerts(artifacts, alert)
+    if not rules:
+        return 0.0, [f"no alerting rule{' matching ' + alert if alert else ''}"]
+    high, low = duration_seconds(max), duration_seconds(min)
+    good, evidence = 0, []
+    for rule in rules:
+        waits = duration_seconds(rule.get("for", "0s"))
+        ok = waits is not None and high is not None and low is not None and low <= waits <= high
+        good += ok
+        evidence.append(f"{rule.get('alert')}: for {rule.get('for', '0s')}" + ("" if ok else f" (needs {min} to {max})"))
+    return good / len(rules), evidence
+
+
+_COMPARISON = re.compile(r"(?<![=!<>])(>=|<=|==|!=|>|<)\s*(?:bool\s+)?([-+*/().\deE\s]+?)\s*(?=$|\b(?:and|or|unless)\b|\)\s*$)",
+                         re.I | re.S)
+
+
+def _arithmetic(text: str) -> float | None:
+    """A literal arithmetic expression (`14.4 * 0.001`) as a number; None for anything else."""
+    import ast
+
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        return None
+
+    def value(node: Any) -> float:
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            return float(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return -value(node.operand) if isinstance(node.op, ast.USub) else value(node.operand)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div, ast.Add, ast.Sub)):
+            left, right = value(node.left), value(node.right)
+            return {ast.Mult: left * right, ast.Add: left + right, ast.Sub: left - right}.get(type(node.op)) \
+                if not isinstance(node.op, ast.Div) else left / right
+        raise ValueError("not a literal")
+
+    try:
+        return value(tree.body)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def thresholds(expr: str) -> list[tuple[str, float]]:
+    """(operator, number) for every comparison of a PromQL expression against a literal (`> 0.05`, `< 14.4 * 0.001`)."""
+    found = []
+    for operator, literal in _COMPARISON.findall(" ".join(str(expr).split())):
+        number = _arithmetic(literal)
+        if number is not None:
+            found.append((operator, number))
+    return found
+
+
+@relation("alert_threshold")
+def alert_threshold(artifacts: Any, low: float, high: float, alert: str | None = None) -> Result:
+    """Every alerting rule (named like `alert`) compares its expression against a threshold inside [low, high]:
+    a ratio alert compared with 5 (instead of 0.05) can never fire; one compared with 0.00001 pages all night."""
+    rules = _alerts(artifacts, alert)
+    if not rules:
+        return 0.0, [f"no alerting rule{' matching ' + alert if alert else ''}"]
+    good, evidence = 0, []
+    for rule in rules:
+        found = thresholds(str(rule.get("expr", "")))
+        ok = bool(found) and all(low <= number <= high for _, number in found)
+        good += ok
+        shown = ", ".join(f"{op} {number:g}" for op, number in found) or "no comparison with a number"
+        evidence.append(f"{rule.get('alert')}: {shown}" + ("" if ok else f" (needs a threshold in [{low:g}, {high:g}])"))
+    return good / len(rules), evidence
+
+
+_RETENTION_KEY = r"retention|expiration|expire|ttl|keep|days|delete_after|deleteafter|lifecycle"
+_UNIT_OF_KEY = (("seconds", 1 / 86400), ("hours", 1 / 24), ("hour", 1 / 24), ("weeks", 7), ("months", 30), ("years", 365))
+
+
+def _days(key: str, value: Any) -> float | None:
+    """A retention value in days: a duration string (`35d`, `840h`), or a number whose key names its unit
+    (`retention_hours: 24`, days otherwise)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        lowered = key.lower()
+        factor = next((f for unit, f in _UNIT_OF_KEY if unit in lowered), 1.0)
+        return float(value) * factor
+    seconds = duration_seconds(value)
+    if seconds is not None and not str(value).strip().isdigit():
+        return seconds / 86400
+    if isinstance(value, str) and value.strip().isdigit():
+        return _days(key, int(value.strip()))
+    return None
+
+
+def _keyed_numbers(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(value, Mapping):
+        for k, item in value.items():
+            yield from _keyed_numbers(item, str(k))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _keyed_numbers(item, key)
+    else:
+        yield key, value
+
+
+@relation("retention_days")
+def retention_days(artifacts: Any, min: float, max: float | None = None, key: str = _RETENTION_KEY) -> Result:  # noqa: A002
+    """Every retention-like setting (a key matching `key`, a regex, in YAML/JSON or HCL, or a `--...retention...`
+    flag of a command) keeps data at least `min` days (and at most `max`): 1 day where the task asks for 35 is a
+    wrong decision, whatever else the answer gets right."""
+    pattern = re.compile(key, re.I)
+    found: list[tuple[str, float]] = []
+    sources = [doc for _, doc in artifacts.documents] + ([artifacts.hcl] if artifacts.hcl is not None else [])
+    for doc in sources:
+        for name, value in _keyed_numbers(doc):
+            if pattern.search(name):
+                days = _days(name, value)
+                if days is not None:
+                    found.append((name, days))
+    for command in artifacts.commands:
+        words = command.words
+        for at, word in enumerate(words):
+            flag, _, inline = word.partition("=")
+            if flag.startswith("--") and pattern.search(flag):
+                days = _days(flag, inline or (words[at + 1] if at + 1 < len(words) else ""))
+                if days is not None:
+                    found.append((flag, days))
+    if not found:
+        return 0.0, [f"no retention setting (keys like /{key}/)"]
+    bad = [(name, days) for name, days in found if days < min or (max is not None and days > max)]
+    shown = ", ".join(f"{name} = {days:g} d" for name, days in found[:6])
+    if bad:
+        return 0.0, [f"{shown}; outside {min:g}-{max if max is not None else '∞'} days: "
+                     + ", ".join(f"{n} ({d:g} d)" for n, d in bad[:3])]
+    return 1.0, [shown]
+
+
+@relation("rbac_least_privilege")
+def rbac_least_privilege(artifacts: Any, forbid_verbs: list[str] | None = None, namespaced: bool = False) -> Result:
+    """No Role or ClusterRole grants a privilege-escalation verb (escalate, bind, impersonate) or a wildcard verb
+    or resource, and with `namespaced` no ClusterRoleBinding grants it cluster-wide.
+    https://kubernetes.io/docs/concepts/security/rbac-good-practices/#privilege-escalation-risks"""
+    verbs = {v.lower() for v in (forbid_verbs or ["escalate", "bind", "impersonate", "*"])}
+    roles = list(objects(artifacts, "Role", "ClusterRole"))
+    if not roles:
+        return 0.0, ["no Role or ClusterRole in the answer"]
+    problems = []
+    for role in roles:
+        for rule in role.get("rules") or []:
+            if not isinstance(rule, Mapping):
+                continue
+            granted = {str(v).lower() for v in rule.get("verbs") or []} & verbs
+            if granted:
+                problems.append(f"{name_of(role)} grants {', '.join(sorted(granted))}")
+            if "*" in [str(r) for r in rule.get("resources") or []]:
+                problems.append(f"{name_of(role)} grants every resource ('*')")
+    if namespaced:
+        problems.extend(f"{name_of(b)} binds cluster-wide" for b in objects(artifacts, "ClusterRoleBinding"))
+    if problems:
+        return 0.0, problems[:4]
+    return 1.0, [f"{len(roles)} role(s) without escalation verbs or wildcards"]
+
+
+def _names_namespace(selector: Any, namespace: str) -> bool:
+    labels = selector.get("matchLabels") if isinstance(selector, Mapping) else None
+    return isinstance(labels, Mapping) and namespace in {str(v) for v in labels.values()}
+
+
+@relation("networkpolicy_peers")
+def networkpolicy_peers(artifacts: Any, namespace: str | None = None, pod_labels: dict | None = None,
+                        allow_any_namespace: bool = False) -> Result:
+    """Ingress peers read the way Kubernetes reads them: items of `from` are ORed, and a namespaceSelector and a
+    podSelector in ONE item are ANDed. Fails on a rule that admits everything (no `from`, an empty peer, a bare
+    `namespaceSelector: {}`, an ipBlock 0.0.0.0/0) and, with `namespace`/`pod_labels`, unless one item admits
+    exactly those pods of that namespace (two separate items would admit all of that namespace OR those pods).
+    https://kubernetes.io/docs/concepts/services-networking/network-policies/#behavior-of-to-and-from-selectors"""
+    policies = [p for p in objects(artifacts, "NetworkPolicy") if _dig(p, "spec", "ingress") is not None]
+    if not policies:
+        return 0.0, ["no NetworkPolicy with ingress rules in the answer"]
+    problems, matched = [], False
+    for policy in policies:
+        for rule in _dig(policy, "spec", "ingress") or []:
+            peers = rule.get("from") if isinstance(rule, Mapping) else None
+            if not peers:
+                problems.append(f"{name_of(policy)}: an ingress rule without `from` admits every source")
+                continue
+            for peer in peers:
+                if not isinstance(peer, Mapping) or not peer:
+                    problems.append(f"{name_of(policy)}: an empty peer admits every pod")
+                    continue
+                ns, pods, block = peer.get("namespaceSelector"), peer.get("podSelector"), peer.get("ipBlock")
+                if isinstance(block, Mapping) and str(block.get("cidr")) in ("0.0.0.0/0", "::/0"):
+                    problems.append(f"{name_of(policy)}: ipBlock {block.get('cidr')} admits the internet")
+                if ns is not None and not ns and not pods and not allow_any_namespace:
+                    problems.append(f"{name_of(policy)}: `namespaceSelector: {{}}` alone admits every pod of every namespace")
+                in_namespace = namespace is None or (ns is not None and _names_namespace(ns, namespace))
+                right_pods = pod_labels is None or (isinstance(pods, Mapping) and selector_matches(pods, {
+                    str(k): str(v) for k, v in pod_labels.items()}))
+                if in_namespace and right_pods and (namespace is not None or pod_labels is not None):
+                    matched = True
+    if namespace is not None or pod_labels is not None:
+        if not matched:
+            problems.append("no single `from` item admits "
+                            + " and ".join(filter(None, [f"namespace {namespace}" if namespace else "",
+                                                         f"pods {pod_labels}" if pod_labels else ""])))
+    if problems:
+        return 0.0, problems[:4]
+    return 1.0, [f"{len(policies)} NetworkPolicy object(s) admit only the peers asked for"]
