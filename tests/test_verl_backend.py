@@ -212,6 +212,18 @@ def test_config_verl_cli_exit_2_with_one_error_line_when_verl_rejects(capsys):
     assert len(lines) == 1 and "log_prob_micro_batch_size" in lines[0] and "verl rejected" in lines[0]
 
 
+def test_config_verl_refuses_what_train_refuses_with_the_same_line(tmp_path, capsys):
+    """`config verl` prints what verl would receive from `train`: a setting `train` refuses is refused first."""
+    from tests.conftest import assert_user_error, cli_in_process
+
+    bad = ["--set", "actor_rollout_ref.rollout.n=1"]
+    shown = cli_in_process(capsys, "config", "verl", "--preset", "ci-fast", *bad)
+    line = assert_user_error(shown, "actor_rollout_ref.rollout.n: 1")
+    assert shown.stdout == ""  # no GRPO config with one response per prompt
+    trained = cli_in_process(capsys, "train", "--mode", "ci-fast", "--backend", "verl", "--run-dir", str(tmp_path / "r"), *bad)
+    assert assert_user_error(trained) == line and not (tmp_path / "r").exists()
+
+
 # ---- data ----------------------------------------------------------------------------------------
 
 
