@@ -24,6 +24,7 @@ from pathlib import Path
 from core.errors import UserError
 from core.runs import stop_child
 from core.training.signals import StopRequest
+from core.training.verl_backend import ray_auth
 from core.training.verl_backend.follow import (
     STARTUP_NAME,
     VERL_METRICS_NAME,
@@ -180,6 +181,10 @@ def run_verl_training(cfg, *, mode: str, run_dir, resume: bool = False, ray_addr
     pump.skip_existing_rollouts()
     watchdog = StartupWatchdog(verl_dir, limits)
     log.info("verl: starting the trainer (logs in %s)", run_dir.log_path)
+    token = ray_auth.token_file(os.environ, ray_address)
+    if token is not None:
+        log.info("verl: the local Ray cluster's auth token is %s (%s=FILE keeps it out of a shared HOME)",
+                 token, ray_auth.TOKEN_PATH)
     with open(run_dir.log_path, "ab") as log_file:
         child = subprocess.Popen(
             child_command(run_dir.path),
@@ -268,6 +273,9 @@ def child_main(run_path: str) -> int:
     else:  # verl's legacy trainer: the reward dimensions reach the metrics at validation only
         from verl.trainer.main_ppo_v0 import TaskRunner as runner
     try:
+        token_note = ray_auth.prepare_local_token(os.environ, config.ray_kwargs.ray_init.get("address"))
+        if token_note:
+            log.info("%s", token_note)
         run_ppo(config, task_runner_class=runner)
     except KeyboardInterrupt:
         _write_exit(verl_dir, "stopped")
