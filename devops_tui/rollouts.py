@@ -65,7 +65,8 @@ def extra_means(rows: list[dict]) -> dict[str, float]:
 
     out = {}
     for name in (*DIMENSIONS, *PENALTIES, "rubric"):
-        values = [row[name] for row in rows if isinstance(row.get(name), (int, float)) and not isinstance(row.get(name), bool)]
+        values = [row[name] for row in rows if isinstance(row.get(name), (int, float)) and not isinstance(row.get(name), bool)
+                  and not (name == "rubric" and row.get("rubric_criteria") == 0)]  # 0 criteria: no rubric, no score
         if values:
             out[f"reward/{name}/mean"] = sum(values) / len(values)
     return out

@@ -338,7 +338,7 @@ def test_reward_adapter_returns_score_and_every_dimension_and_penalty():
     task, good, bad = _good_and_bad_answers()
     row = task_row(task, 0, "train", "system")
     result = compute_score(row["data_source"], good, row["reward_model"]["ground_truth"], row["extra_info"])
-    assert set(result) == {"score", *DIMENSIONS, *PENALTIES}
+    assert set(result) == {"score", *DIMENSIONS, *PENALTIES, "rubric", "rubric_criteria", "rubric_passed"}
     assert all(isinstance(v, float) for v in result.values())
     expected = score(good, task)
     assert result["score"] == pytest.approx(expected.final_reward)
@@ -395,7 +395,7 @@ def test_verls_own_reward_manager_runs_the_adapter_from_the_composed_config():
     decoded = tokenizer.decode(response[0], skip_special_tokens=True)
     direct = compute_score(row["data_source"], decoded, row["reward_model"]["ground_truth"], row["extra_info"])
     assert out["reward_score"] == pytest.approx(direct["score"])
-    assert set(out["reward_extra_info"]) == {"score", *DIMENSIONS, *PENALTIES}
+    assert set(out["reward_extra_info"]) == {"score", *DIMENSIONS, *PENALTIES, "rubric", "rubric_criteria", "rubric_passed"}
 
 
 # ---- per-dimension metrics: the trainer subclass and the TaskRunner that swaps it in --------------------
@@ -442,11 +442,38 @@ def test_reward_metrics_average_each_dimension_over_real_samples_and_skip_paddin
     infos = [compute_score("d", answer, truth) for answer in (good, bad, good)]
     fields = [{"reward_extra_info": info} for info in infos] + [{"reward_extra_info": {"score": 99.0}}]
     metrics = reward_metrics(fields, keep=[True, True, True, False])
-    assert set(metrics) == {f"reward/{n}/mean" for n in (*DIMENSIONS, *PENALTIES, "final")}
+    assert set(metrics) == {f"reward/{n}/mean" for n in (*DIMENSIONS, *PENALTIES, "final", "rubric",
+                                                           "rubric/criteria_passed")}
     assert metrics["reward/final/mean"] == pytest.approx(sum(i["score"] for i in infos) / 3)
     for name in DIMENSIONS:
         assert metrics[f"reward/{name}/mean"] == pytest.approx(sum(i[name] for i in infos) / 3)
     assert reward_metrics([None, {"other": 1}]) == {}
+
+
+def test_verl_runs_log_the_rubric_score_and_share_of_criteria_met_as_the_native_backend_does():
+    """The reward-hacking alert compares the dimensions with `reward/rubric/mean`: a verl run must log it."""
+    from core.rewards import DIMENSIONS, PENALTIES, score
+    from core.rewards.pool import reward_means
+    from core.runs.health import RUBRIC
+    from core.training.verl_backend.data import task_row
+    from core.training.verl_backend.extension import RUBRIC_PASSED, reward_metrics
+    from core.training.verl_backend.reward_fn import compute_score
+
+    task, good, bad = _good_and_bad_answers()
+    truth = task_row(task, 0, "train", "s")["reward_model"]["ground_truth"]
+    breakdowns = [score(answer, task).to_dict() for answer in (good, bad)]
+    metrics = reward_metrics([{"reward_extra_info": compute_score("d", answer, truth)} for answer in (good, bad)])
+    native = reward_means(breakdowns, DIMENSIONS, PENALTIES)
+    assert metrics[RUBRIC] == pytest.approx(native[RUBRIC])
+    met = [sum(c["status"] == "passed" for c in b["rubric"]["criteria"]) / len(b["rubric"]["criteria"]) for b in breakdowns]
+    assert metrics[RUBRIC_PASSED] == pytest.approx(sum(met) / 2) and 0 < metrics[RUBRIC_PASSED] <= 1
+    plain = {**task.to_dict(), "rubric": None}  # a task without a rubric adds no rubric figures (0.0 is not a score)
+    unruled = compute_score("d", good, json.dumps({"task": plain, "reward_weights": {}}))
+    assert unruled["rubric_criteria"] == 0.0 and RUBRIC not in reward_metrics([{"reward_extra_info": unruled}])
+    from devops_tui.rollouts import extra_means  # the cockpit's curves from dumps that carry the extras
+
+    graded = compute_score("d", good, truth)
+    assert graded["rubric"] > 0 and extra_means([unruled, graded])[RUBRIC] == pytest.approx(graded["rubric"])
 
 
 def test_mixin_adds_dimension_metrics_after_verls_own():

@@ -76,7 +76,8 @@ def _smoke_run(tmp_path, steps: int, *, drop: str | None = None):
 
     run = RunDirectory.create(tmp_path / "runs", mode="ci-fast", backend="verl", config=load_config("ci-fast"))
     keys = ("actor/pg_loss", "actor/perf/max_memory_allocated_gb", "critic/score/mean", "response_length/mean",
-            "timing_s/step", "gpu/0/memory_used_gb", *(f"reward/{n}/mean" for n in (*DIMENSIONS, *PENALTIES, "final")))
+            "timing_s/step", "gpu/0/memory_used_gb", *(f"reward/{n}/mean" for n in (*DIMENSIONS, *PENALTIES, "final", "rubric",
+                                                                     "rubric/criteria_passed")))
     for step in range(1, steps + 1):
         run.log_metrics(step, {key: 0.5 for key in keys if not (key == drop and step == steps)})
         run.log_samples(step, [{"task_id": "t", "response": "r", "reward": 0.5}])
@@ -104,6 +105,7 @@ def test_the_smoke_checks_pass_a_complete_run_and_name_what_another_lacks(tmp_pa
         "metrics steps [1, 2], expected 1..3", "no 'resumed' event at step 2 (events: "
         "['started', 'checkpoint', 'validation', 'finished'])", "missing checkpoints/global_step_3",
         "missing checkpoints/global_step_3/actor/huggingface/config.json"]
+    assert check_run(_smoke_run(tmp_path / "c", 1, drop="reward/rubric/mean").path, 1) == ["step 1: no reward/rubric/mean"]
     lacking = _smoke_run(tmp_path / "b", 2, drop="reward/security/mean")
     (lacking.path / "verl" / "config.yaml").write_text("trainer:\n  v1:\n    trainer_mode: devops_sync\n")
     assert check_run(lacking.path, 2) == [

@@ -1,5 +1,6 @@
 """verl's `custom_reward_function` over this project's reward: `compute_score` returns `score` plus every
-dimension and penalty, which verl keeps per sample as `reward_extra_info`.
+dimension and penalty and the rubric's score and share of criteria met, which verl keeps per sample as
+`reward_extra_info`.
 
 verl loads this file by path (`reward.custom_reward_function.path`) in its reward workers; it is the
 same scoring the native backend runs (`core.rewards.pool.score_one`), per-type weights included.
@@ -12,6 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 FINAL_KEY = "score"
+# The rubric's part, under keys every sample has (verl stacks reward_extra_info key by key): its score (0.0 when
+# the task has no rubric), how many criteria it has (0: no rubric, so no score) and the share of them met.
+RUBRIC_KEY, CRITERIA_KEY, PASSED_KEY = "rubric", "rubric_criteria", "rubric_passed"
 
 
 def grading_inputs(ground_truth: Any, extra_info: Mapping | None) -> tuple[dict, dict[str, float]]:
@@ -34,21 +38,31 @@ def grading_inputs(ground_truth: Any, extra_info: Mapping | None) -> tuple[dict,
 
 
 def flatten_breakdown(breakdown: Mapping) -> dict[str, float]:
-    """{"score": final, "<dimension>": v, ..., "<penalty>": v, ...}: flat floats, as verl's reward_extra_info wants."""
+    """{"score": final, "<dimension>": v, ..., "<penalty>": v, ..., "rubric": v, "rubric_criteria": n,
+    "rubric_passed": share}: flat floats, as verl's reward_extra_info wants."""
     out = {FINAL_KEY: float(breakdown["final_reward"])}
     out.update({name: float(v) for name, v in breakdown["dimensions"].items()})
     out.update({name: float(v) for name, v in breakdown["penalties"].items()})
+    rubric = breakdown.get("rubric") or {}
+    criteria = (rubric.get("criteria") or []) if rubric.get("score") is not None else []
+    out[RUBRIC_KEY] = float(rubric["score"]) if criteria else 0.0
+    out[CRITERIA_KEY] = float(len(criteria))
+    out[PASSED_KEY] = sum(c.get("status") == "passed" for c in criteria) / len(criteria) if criteria else 0.0
     return out
 
 
 def unflatten(extra: Mapping) -> dict:
-    """The breakdown shape (`final_reward`, `dimensions`, `penalties`) back from one flat reward_extra_info."""
+    """The breakdown shape (`final_reward`, `dimensions`, `penalties`, `rubric` {score, passed} or no score when
+    the task has no rubric) back from one flat reward_extra_info."""
     from core.rewards import DIMENSIONS, PENALTIES
 
+    graded = bool(extra.get(CRITERIA_KEY))
     return {
         "final_reward": float(extra.get(FINAL_KEY) or 0.0),
         "dimensions": {name: float(extra.get(name) or 0.0) for name in DIMENSIONS},
         "penalties": {name: float(extra.get(name) or 0.0) for name in PENALTIES},
+        "rubric": {"score": float(extra.get(RUBRIC_KEY) or 0.0) if graded else None,
+                   "passed": float(extra.get(PASSED_KEY) or 0.0) if graded else None},
     }
 
 

@@ -88,7 +88,7 @@ def missing(rows: list[tuple[str, bool, str]]) -> list[str]:
 
 def check_run(run_path: Path | str, steps: int, resumed_from: int | None = None) -> list[str]:
     """What a finished smoke run folder lacks, one line each (empty when it is complete): every training
-    step with verl's keys, the per-dimension rewards and NVML figures, validation, a checkpoint with the
+    step with verl's keys, the per-dimension and rubric rewards and NVML figures, validation, a checkpoint with the
     Hugging Face model, and (after `--resume`) the resumed step."""
     from omegaconf import OmegaConf
 
@@ -104,7 +104,8 @@ def check_run(run_path: Path | str, steps: int, resumed_from: int | None = None)
     if [r["step"] for r in metrics] != list(range(1, steps + 1)):
         problems.append(f"metrics steps {[r['step'] for r in metrics]}, expected 1..{steps}")
     wanted = ("actor/pg_loss", "actor/perf/max_memory_allocated_gb", "critic/score/mean", "response_length/mean",
-              "timing_s/step", *(f"reward/{name}/mean" for name in (*DIMENSIONS, *PENALTIES, "final")))
+              "timing_s/step",
+              *(f"reward/{name}/mean" for name in (*DIMENSIONS, *PENALTIES, "final", "rubric", "rubric/criteria_passed")))
     for record in metrics:
         data = record["data"]
         problems += [f"step {record['step']}: no {key}" for key in wanted if key not in data]
