@@ -34,6 +34,33 @@ def test_on_a_machine_without_a_usable_gpu_the_smoke_test_stops_at_its_probe(tmp
     assert "nothing was run" in result.stderr and not (tmp_path / "runs").exists()
 
 
+FAKE_SMI = """#!/bin/sh
+echo "NVIDIA H100 80GB HBM3, 81559 MiB, 550.54.15"
+"""
+
+
+def test_a_driver_too_old_for_torchs_cuda_is_named_with_its_version(tmp_path, monkeypatch):
+    """The gpu extra's torch is built for CUDA 13: under an R550 driver torch sees no GPU, and the probe says why."""
+    import torch
+
+    from core.training.verl_backend.smoke import driver_gap, missing, probe
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(FAKE_SMI)
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    rows = {name: (ok, detail) for name, ok, detail in probe()}
+    assert rows["nvidia-smi"] == (True, "NVIDIA H100 80GB HBM3, 81559 MiB (driver 550.54.15)")
+    assert rows["CUDA"] == (False, "0 GPUs visible to torch (CUDA 13.0): torch's CUDA 13.0 needs NVIDIA driver R580 or "
+                                   "newer, this machine has 550.54.15: update the driver, or install a torch built for "
+                                   "an older CUDA")
+    assert any("R580" in line for line in missing(list(probe())))
+    assert driver_gap("580.65.06", "13.0") is None and driver_gap("535.1", "12.4") is None
+    assert driver_gap(None, "13.0") is None and driver_gap("550", None) is None  # nothing to compare: say nothing
+
+
 def test_the_smoke_plan_is_offline_with_a_local_model_and_a_real_models_learning_rate():
     result = _script("--plan", env={"RUNS_DIR": "/tmp/smoke-plan"})
     assert result.returncode == 0, result.stderr
