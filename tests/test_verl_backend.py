@@ -423,7 +423,7 @@ def test_the_task_runner_run_ppo_starts_is_verls_own_with_a_run_that_swaps_the_t
             "verl_cls = TaskRunnerV1.__ray_metadata__.modified_class.__ray_actor_class__\n"
             "plain = RemoteTaskRunner.__ray_metadata__.modified_class.__ray_actor_class__\n"
             "print(plain is DevopsTaskRunner, issubclass(plain, verl_cls), plain.run is not verl_cls.run,\n"
-            "      plain.init_agent_loop_manager is verl_cls.init_agent_loop_manager)")
+            "      plain.init_agent_loop_manager is not verl_cls.init_agent_loop_manager)")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("VERL_USE_EXTERNAL_MODULES", None)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO, env=env)

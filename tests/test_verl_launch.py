@@ -385,12 +385,14 @@ def test_the_startup_watchdog_follows_the_stages_verl_notes(tmp_path):
     from core.runs import append_jsonl
     from core.training.verl_backend.follow import STARTUP_NAME, StartupWatchdog
 
-    watchdog = StartupWatchdog(tmp_path, {"launched": 0.0, "runner": 3600.0, "trainer": 0.0})
+    watchdog = StartupWatchdog(tmp_path, {"launched": 0.0, "runner": 3600.0, "trainer": 0.0, "agent_loop": 0.0})
     assert "after stage 'launched': verl's TaskRunner never started in Ray" in watchdog.poll()
     append_jsonl(tmp_path / STARTUP_NAME, {"stage": "runner"})
     assert watchdog.poll() is None  # a new stage: its own limit, counted from now
     append_jsonl(tmp_path / STARTUP_NAME, {"stage": "trainer"})
     assert "after stage 'trainer': verl's workers never came up" in watchdog.poll()
+    append_jsonl(tmp_path / STARTUP_NAME, {"stage": "agent_loop"})  # trainer.init() returned: still watched
+    assert "after stage 'agent_loop': verl's agent loop never started" in watchdog.poll()
     append_jsonl(tmp_path / STARTUP_NAME, {"stage": "ready"})
     assert watchdog.poll() is None and watchdog.done  # training has started: nothing more to watch
     assert StartupWatchdog(tmp_path, {"launched": 0.0}).poll(stepped=True) is None

@@ -62,12 +62,13 @@ def startup_note(stage: str, **fields) -> None:
 
 class RewardDimensionMetrics:
     """Mixin for a verl v1 PPOTrainer: after verl's own step metrics, add the per-dimension reward means;
-    around verl's `init()` (workers, models, rollout servers), note the start-up stages."""
+    around verl's `init()` (workers, models), note the start-up stages (the TaskRunner notes `ready` once
+    the agent loop that follows is up)."""
 
     def init(self):
         startup_note("trainer", trainer=type(self).__name__)
         super().init()
-        startup_note("ready")
+        startup_note("agent_loop")
 
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)

@@ -29,6 +29,10 @@ STARTUP_STAGES = {
     "runner": (600.0, "TransferQueue or the trainer never started: 'ray status' shows what Ray is waiting for"),
     "trainer": (3600.0, "verl's workers never came up (each GPU worker waits for 3 CPUs + 1 GPU in Ray, then loads "
                         "the model and starts vLLM): see 'ray status' and train.log"),
+    # verl's TaskRunner starts the agent loop only after trainer.init(): its rollout servers and
+    # rollout.agent.num_workers worker actors, each waiting for a CPU in Ray.
+    "agent_loop": (1800.0, "verl's agent loop never started (its rollout servers and agent-loop workers, one Ray CPU "
+                           "each: actor_rollout_ref.rollout.agent.num_workers): see 'ray status' and train.log"),
 }
 
 
@@ -154,7 +158,8 @@ def rollout_sample(row: dict) -> dict:
 
 class StartupWatchdog:
     """Fails a verl start that stalls: verl waits silently for Ray resources that never come. Reads the
-    stages verl's TaskRunner and trainer note (runner -> trainer -> ready); ends at "ready" or the first step."""
+    stages verl's TaskRunner and trainer note (runner -> trainer -> agent_loop -> ready); ends at "ready" or the
+    first step."""
 
     def __init__(self, verl_dir: Path, limits: dict[str, float]) -> None:
         from core.runs import FileTail
