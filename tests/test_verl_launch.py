@@ -479,6 +479,9 @@ run, behaviour = Path(sys.argv[1]), sys.argv[2]
 assert "VERL_USE_EXTERNAL_MODULES" not in os.environ
 if behaviour == "hang":  # stuck before verl's TaskRunner starts, as when Ray has no CPU left for it
     time.sleep(600)
+if behaviour == "nostart":  # verl fails in its start-up, before any step (vLLM, NCCL, a model that will not load)
+    (run / "verl" / "exit.json").write_text(json.dumps({"status": "failed", "message": "RuntimeError: NCCL error"}))
+    sys.exit(1)
 out = open(os.environ["VERL_FILE_LOGGER_PATH"], "wb", buffering=0)
 def stopped(signum, frame):
     (run / "verl" / "exit.json").write_text(json.dumps({"status": "stopped", "signal": signum}))
@@ -550,6 +553,30 @@ def test_a_crashing_child_fails_the_run_with_its_error_line(tmp_path, monkeypatc
         launch.run_verl_training(cfg, mode="ci-fast", run_dir=run, poll_interval=0.05)
     assert run.meta()["status"] == "failed"
     assert [e["event"] for e in _events(run)][-1] == "failed"
+
+
+def test_a_resume_whose_verl_start_fails_keeps_the_runs_status(tmp_path, monkeypatch):
+    """As on the torch backend: a resume attempt that never reached a step puts back the status it found."""
+    from core.training.actor import TrainingFailed
+
+    cfg, run, launch = _launch_with_child(tmp_path, monkeypatch, "nostart")
+    for step in (1, 2):
+        run.log_metrics(step, {"critic/score/mean": 0.5})
+    (run.checkpoints_dir / LATEST_CHECKPOINT).write_text("2")
+    run.set_status("stopped", "stopped by SIGINT at step 2")
+    run.mark_resumed()
+    with pytest.raises(TrainingFailed, match="verl training failed: RuntimeError: NCCL error"):
+        launch.run_verl_training(cfg, mode="ci-fast", run_dir=run, resume=True, poll_interval=0.05)
+    meta = run.meta()
+    assert (meta["status"], meta["message"]) == ("stopped", "stopped by SIGINT at step 2")
+    events = _events(run)
+    assert events[-1]["event"] == "warning" and "resume failed before training: RuntimeError: NCCL error" in \
+        events[-1]["message"] and "failed" not in [e["event"] for e in events]
+    # a new run that fails the same way is failed
+    cfg, fresh, launch = _launch_with_child(tmp_path / "new", monkeypatch, "nostart")
+    with pytest.raises(TrainingFailed):
+        launch.run_verl_training(cfg, mode="ci-fast", run_dir=fresh, poll_interval=0.05)
+    assert fresh.meta()["status"] == "failed"
 
 
 def test_a_failed_verl_run_exits_1_like_a_failed_torch_run(tmp_path, monkeypatch, capsys):
