@@ -235,11 +235,13 @@ def test_parquet_export_loads_with_verls_own_dataset_and_the_tiny_tokenizer(tmp_
     from core.training.config import load_config
     from core.training.tiny_model import ensure_tiny_model
     from core.training.verl_backend.data import export_parquet
+    from core.training.verl_backend.reward_fn import compute_score, grading_inputs
     from tasks import load_tasks, split_tasks
     from tasks.prompt import system_prompt
 
     cfg = load_config("ci-fast")
     paths = export_parquet(cfg, tmp_path / "data")
+    assert set(json.loads(paths["tasks"].read_text())) == {t.id for t in load_tasks()}  # each task once
     train_tasks, val_tasks = split_tasks(load_tasks(), cfg.devops.val_fraction, cfg.devops.seed)
     tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
     # The same data settings verl's trainer passes (composed config's `data` section).
@@ -258,10 +260,15 @@ def test_parquet_export_loads_with_verls_own_dataset_and_the_tiny_tokenizer(tmp_
             assert row["data_source"] == f"devops/{task.type}" and row["ability"] == task.type
             assert row["raw_prompt"][0] == {"role": "system", "content": system_prompt()}
             assert row["raw_prompt"][1] == {"role": "user", "content": task.desc}
-            truth = json.loads(row["reward_model"]["ground_truth"])
+            truth = row["reward_model"]["ground_truth"]
             assert row["reward_model"]["style"] == "rule"
-            assert truth["task"]["id"] == task.id
-            assert truth["task"]["expected_outputs"] == list(task.expected_outputs)
+            # verl copies ground_truth into every rollout-dump row: it names the task, stored once in tasks.json
+            assert len(truth) < 300 and json.loads(truth) == {"task_id": task.id, "tasks_file": str(paths["tasks"])}
+            graded, _ = grading_inputs(truth, None)
+            assert graded["id"] == task.id and graded["expected_outputs"] == list(task.expected_outputs)
+            answer = task.reference_answer or task.desc
+            assert compute_score("d", answer, truth) == compute_score("d", answer, json.dumps(
+                {"task": task.to_dict(), "reward_weights": {}}))  # the same grade as the task inline
             ids.append(info["task_id"])
         text = tokenizer.apply_chat_template(dataset[0]["raw_prompt"], add_generation_prompt=True, tokenize=False)
         assert text.endswith("<|im_start|>assistant\n") and expected[0].desc in text

@@ -8,7 +8,9 @@ same scoring the native backend runs (`core.rewards.pool.score_one`), per-type w
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,14 +20,27 @@ FINAL_KEY = "score"
 RUBRIC_KEY, CRITERIA_KEY, PASSED_KEY = "rubric", "rubric_criteria", "rubric_passed"
 
 
+@functools.lru_cache(maxsize=4)
+def _tasks_table(path: str, mtime_ns: int) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
 def grading_inputs(ground_truth: Any, extra_info: Mapping | None) -> tuple[dict, dict[str, float]]:
-    """(task mapping, per-dimension weights) from the row's ground_truth (JSON written by data.py)."""
+    """(task mapping, per-dimension weights) from the row's ground_truth (JSON written by data.py: the task id
+    and the run's tasks file, read once per process, or the task itself)."""
     data = ground_truth
     if isinstance(data, (bytes, str)):
         try:
             data = json.loads(data)
         except ValueError:
             data = None
+    if isinstance(data, Mapping) and data.get("tasks_file") and data.get("task_id"):
+        path = str(data["tasks_file"])
+        entry = _tasks_table(path, os.stat(path).st_mtime_ns).get(str(data["task_id"]))
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"{path}: no task {data['task_id']!r} (the run's data folder was changed?)")
+        data = entry
     if isinstance(data, Mapping) and isinstance(data.get("task"), Mapping):
         return dict(data["task"]), dict(data.get("reward_weights") or {})
     task_id = (extra_info or {}).get("task_id")
