@@ -406,10 +406,17 @@ def test_the_startup_limit_comes_from_the_environment_or_is_refused_in_one_line(
     assert startup_limits() == {stage: limit for stage, (limit, _) in STARTUP_STAGES.items()}
     monkeypatch.setenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", "90")
     assert set(startup_limits().values()) == {90.0}
-    for bad in ("soon", "0", "-5"):
+    monkeypatch.setenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", "300, trainer=15")  # one stage short, the others patient
+    assert startup_limits() == {**dict.fromkeys(STARTUP_STAGES, 300.0), "trainer": 15.0}
+    monkeypatch.setenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", "agent_loop=5")
+    assert startup_limits() == {**{stage: limit for stage, (limit, _) in STARTUP_STAGES.items()}, "agent_loop": 5.0}
+    for bad in ("soon", "0", "-5", "trainer=", "300,trainer=-1"):
         monkeypatch.setenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", bad)
         with pytest.raises(UserError, match=f"DEVOPS_RL_VERL_STARTUP_TIMEOUT_S: '{bad}': must be a number of seconds"):
             startup_limits()
+    monkeypatch.setenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", "trianer=15")
+    with pytest.raises(UserError, match="no start-up stage 'trianer'; the stages are launched, runner, trainer, agent_loop"):
+        startup_limits()
 
 
 def test_resume_with_resume_mode_disable_is_refused_before_anything_changes(tmp_path, monkeypatch):
