@@ -7,7 +7,6 @@ each step are scored by `core.rewards` in a separate process (the cockpit's even
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from concurrent.futures import Future
@@ -25,15 +24,16 @@ SCORE_KEY = "rollout/score/mean"  # the mean `score` of a step's dump: what verl
 
 
 def _task_for(row: dict, by_desc: dict[str, dict]) -> dict | None:
-    """The task an answer was for: our ground-truth JSON in `gts`, else the task whose prompt is in `input`."""
+    """The task an answer was for: our ground-truth JSON in `gts` (the task, or its id in the run's tasks file),
+    else the task whose prompt is in `input`."""
+    from core.training.verl_backend.reward_fn import grading_inputs
+
     gts = row.get("gts")
     if isinstance(gts, str) and gts.startswith("{"):
         try:
-            task = json.loads(gts).get("task")
-        except (ValueError, AttributeError):
-            task = None
-        if isinstance(task, dict):
-            return task
+            return grading_inputs(gts, None)[0]
+        except (ValueError, OSError):  # another exporter's ground truth, or a tasks file that is gone
+            pass
     text = str(row.get("input") or "")
     return next((task for desc, task in by_desc.items() if desc and desc in text), None)
 
@@ -65,7 +65,8 @@ def extra_means(rows: list[dict]) -> dict[str, float]:
 
     out = {}
     for name in (*DIMENSIONS, *PENALTIES, "rubric"):
-        values = [row[name] for row in rows if isinstance(row.get(name), (int, float)) and not isinstance(row.get(name), bool)]
+        values = [row[name] for row in rows if isinstance(row.get(name), (int, float)) and not isinstance(row.get(name), bool)
+                  and not (name == "rubric" and row.get("rubric_criteria") == 0)]  # 0 criteria: no rubric, no score
         if values:
             out[f"reward/{name}/mean"] = sum(values) / len(values)
     return out

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Creates or updates .venv for this checkout: CPU torch 2.13.0 when no NVIDIA GPU is present (a GPU box
-# keeps or installs its CUDA torch), then the project with its extras pinned to the installed torch.
-# EXTRAS=gpu,test installs verl's vLLM stack instead, with the torch that vLLM pins.
+# Creates or updates .venv for this checkout: CPU torch 2.13.0 when no NVIDIA GPU is present (with the default
+# extras a GPU box keeps or installs its CUDA torch), then the project with its extras pinned to the installed torch.
+# EXTRAS=gpu,test installs verl's vLLM stack instead and REPLACES any installed torch with the one vLLM pins
+# (torch 2.11.0 built for CUDA 13, which needs NVIDIA driver R580 or newer; docs/gpu.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}

@@ -45,20 +45,28 @@ class _Judge(BaseHTTPRequestHandler):
             cls.in_flight += 1
             cls.max_in_flight = max(cls.max_in_flight, cls.in_flight)
         try:
-            self._reply(body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up waiting (the slow case): that is the point
+            status, payload = self._reply(body)
         finally:
+            # A request stops counting before its first reply byte leaves: the client cannot start its next
+            # request earlier, so the count is exactly what the client keeps in flight.
             with cls.lock:
                 cls.in_flight -= 1
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the client gave up waiting (the slow case): that is the point
+        # On a busy box this thread can be descheduled here, after the client has its reply; lag on purpose so
+        # that a count taken after the write would be wrong every time instead of once in a while.
+        time.sleep(0.1)
 
-    def _reply(self, body: dict) -> None:
+    def _reply(self, body: dict) -> tuple[int, bytes]:
         mode = type(self).mode
         if mode == "error":
-            self.send_response(500)
-            self.end_headers()
-            self.wfile.write(b"internal error")
-            return
+            return 500, b"internal error"
         if mode == "slow":
             time.sleep(2.0)
         user = body["messages"][-1]["content"]
@@ -70,12 +78,7 @@ class _Judge(BaseHTTPRequestHandler):
         else:
             time.sleep(0.05)  # long enough for concurrent requests to overlap
             content = "Grades:\n" + json.dumps({cid: 0.0 for cid in ids})
-        payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        return 200, json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
 
 
 @pytest.fixture

@@ -212,6 +212,18 @@ def test_config_verl_cli_exit_2_with_one_error_line_when_verl_rejects(capsys):
     assert len(lines) == 1 and "log_prob_micro_batch_size" in lines[0] and "verl rejected" in lines[0]
 
 
+def test_config_verl_refuses_what_train_refuses_with_the_same_line(tmp_path, capsys):
+    """`config verl` prints what verl would receive from `train`: a setting `train` refuses is refused first."""
+    from tests.conftest import assert_user_error, cli_in_process
+
+    bad = ["--set", "actor_rollout_ref.rollout.n=1"]
+    shown = cli_in_process(capsys, "config", "verl", "--preset", "ci-fast", *bad)
+    line = assert_user_error(shown, "actor_rollout_ref.rollout.n: 1")
+    assert shown.stdout == ""  # no GRPO config with one response per prompt
+    trained = cli_in_process(capsys, "train", "--mode", "ci-fast", "--backend", "verl", "--run-dir", str(tmp_path / "r"), *bad)
+    assert assert_user_error(trained) == line and not (tmp_path / "r").exists()
+
+
 # ---- data ----------------------------------------------------------------------------------------
 
 
@@ -223,11 +235,13 @@ def test_parquet_export_loads_with_verls_own_dataset_and_the_tiny_tokenizer(tmp_
     from core.training.config import load_config
     from core.training.tiny_model import ensure_tiny_model
     from core.training.verl_backend.data import export_parquet
+    from core.training.verl_backend.reward_fn import compute_score, grading_inputs
     from tasks import load_tasks, split_tasks
     from tasks.prompt import system_prompt
 
     cfg = load_config("ci-fast")
     paths = export_parquet(cfg, tmp_path / "data")
+    assert set(json.loads(paths["tasks"].read_text())) == {t.id for t in load_tasks()}  # each task once
     train_tasks, val_tasks = split_tasks(load_tasks(), cfg.devops.val_fraction, cfg.devops.seed)
     tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
     # The same data settings verl's trainer passes (composed config's `data` section).
@@ -246,10 +260,15 @@ def test_parquet_export_loads_with_verls_own_dataset_and_the_tiny_tokenizer(tmp_
             assert row["data_source"] == f"devops/{task.type}" and row["ability"] == task.type
             assert row["raw_prompt"][0] == {"role": "system", "content": system_prompt()}
             assert row["raw_prompt"][1] == {"role": "user", "content": task.desc}
-            truth = json.loads(row["reward_model"]["ground_truth"])
+            truth = row["reward_model"]["ground_truth"]
             assert row["reward_model"]["style"] == "rule"
-            assert truth["task"]["id"] == task.id
-            assert truth["task"]["expected_outputs"] == list(task.expected_outputs)
+            # verl copies ground_truth into every rollout-dump row: it names the task, stored once in tasks.json
+            assert len(truth) < 300 and json.loads(truth) == {"task_id": task.id, "tasks_file": str(paths["tasks"])}
+            graded, _ = grading_inputs(truth, None)
+            assert graded["id"] == task.id and graded["expected_outputs"] == list(task.expected_outputs)
+            answer = task.reference_answer or task.desc
+            assert compute_score("d", answer, truth) == compute_score("d", answer, json.dumps(
+                {"task": task.to_dict(), "reward_weights": {}}))  # the same grade as the task inline
             ids.append(info["task_id"])
         text = tokenizer.apply_chat_template(dataset[0]["raw_prompt"], add_generation_prompt=True, tokenize=False)
         assert text.endswith("<|im_start|>assistant\n") and expected[0].desc in text
@@ -326,7 +345,7 @@ def test_reward_adapter_returns_score_and_every_dimension_and_penalty():
     task, good, bad = _good_and_bad_answers()
     row = task_row(task, 0, "train", "system")
     result = compute_score(row["data_source"], good, row["reward_model"]["ground_truth"], row["extra_info"])
-    assert set(result) == {"score", *DIMENSIONS, *PENALTIES}
+    assert set(result) == {"score", *DIMENSIONS, *PENALTIES, "rubric", "rubric_criteria", "rubric_passed"}
     assert all(isinstance(v, float) for v in result.values())
     expected = score(good, task)
     assert result["score"] == pytest.approx(expected.final_reward)
@@ -383,7 +402,7 @@ def test_verls_own_reward_manager_runs_the_adapter_from_the_composed_config():
     decoded = tokenizer.decode(response[0], skip_special_tokens=True)
     direct = compute_score(row["data_source"], decoded, row["reward_model"]["ground_truth"], row["extra_info"])
     assert out["reward_score"] == pytest.approx(direct["score"])
-    assert set(out["reward_extra_info"]) == {"score", *DIMENSIONS, *PENALTIES}
+    assert set(out["reward_extra_info"]) == {"score", *DIMENSIONS, *PENALTIES, "rubric", "rubric_criteria", "rubric_passed"}
 
 
 # ---- per-dimension metrics: the trainer subclass and the TaskRunner that swaps it in --------------------
@@ -411,7 +430,7 @@ def test_the_task_runner_run_ppo_starts_is_verls_own_with_a_run_that_swaps_the_t
             "verl_cls = TaskRunnerV1.__ray_metadata__.modified_class.__ray_actor_class__\n"
             "plain = RemoteTaskRunner.__ray_metadata__.modified_class.__ray_actor_class__\n"
             "print(plain is DevopsTaskRunner, issubclass(plain, verl_cls), plain.run is not verl_cls.run,\n"
-            "      plain.init_agent_loop_manager is verl_cls.init_agent_loop_manager)")
+            "      plain.init_agent_loop_manager is not verl_cls.init_agent_loop_manager)")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("VERL_USE_EXTERNAL_MODULES", None)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
@@ -430,11 +449,38 @@ def test_reward_metrics_average_each_dimension_over_real_samples_and_skip_paddin
     infos = [compute_score("d", answer, truth) for answer in (good, bad, good)]
     fields = [{"reward_extra_info": info} for info in infos] + [{"reward_extra_info": {"score": 99.0}}]
     metrics = reward_metrics(fields, keep=[True, True, True, False])
-    assert set(metrics) == {f"reward/{n}/mean" for n in (*DIMENSIONS, *PENALTIES, "final")}
+    assert set(metrics) == {f"reward/{n}/mean" for n in (*DIMENSIONS, *PENALTIES, "final", "rubric",
+                                                           "rubric/criteria_passed")}
     assert metrics["reward/final/mean"] == pytest.approx(sum(i["score"] for i in infos) / 3)
     for name in DIMENSIONS:
         assert metrics[f"reward/{name}/mean"] == pytest.approx(sum(i[name] for i in infos) / 3)
     assert reward_metrics([None, {"other": 1}]) == {}
+
+
+def test_verl_runs_log_the_rubric_score_and_share_of_criteria_met_as_the_native_backend_does():
+    """The reward-hacking alert compares the dimensions with `reward/rubric/mean`: a verl run must log it."""
+    from core.rewards import DIMENSIONS, PENALTIES, score
+    from core.rewards.pool import reward_means
+    from core.runs.health import RUBRIC
+    from core.training.verl_backend.data import task_row
+    from core.training.verl_backend.extension import RUBRIC_PASSED, reward_metrics
+    from core.training.verl_backend.reward_fn import compute_score
+
+    task, good, bad = _good_and_bad_answers()
+    truth = task_row(task, 0, "train", "s")["reward_model"]["ground_truth"]
+    breakdowns = [score(answer, task).to_dict() for answer in (good, bad)]
+    metrics = reward_metrics([{"reward_extra_info": compute_score("d", answer, truth)} for answer in (good, bad)])
+    native = reward_means(breakdowns, DIMENSIONS, PENALTIES)
+    assert metrics[RUBRIC] == pytest.approx(native[RUBRIC])
+    met = [sum(c["status"] == "passed" for c in b["rubric"]["criteria"]) / len(b["rubric"]["criteria"]) for b in breakdowns]
+    assert metrics[RUBRIC_PASSED] == pytest.approx(sum(met) / 2) and 0 < metrics[RUBRIC_PASSED] <= 1
+    plain = {**task.to_dict(), "rubric": None}  # a task without a rubric adds no rubric figures (0.0 is not a score)
+    unruled = compute_score("d", good, json.dumps({"task": plain, "reward_weights": {}}))
+    assert unruled["rubric_criteria"] == 0.0 and RUBRIC not in reward_metrics([{"reward_extra_info": unruled}])
+    from devops_tui.rollouts import extra_means  # the cockpit's curves from dumps that carry the extras
+
+    graded = compute_score("d", good, truth)
+    assert graded["rubric"] > 0 and extra_means([unruled, graded])[RUBRIC] == pytest.approx(graded["rubric"])
 
 
 def test_mixin_adds_dimension_metrics_after_verls_own():

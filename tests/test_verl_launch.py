@@ -385,12 +385,14 @@ def test_the_startup_watchdog_follows_the_stages_verl_notes(tmp_path):
     from core.runs import append_jsonl
     from core.training.verl_backend.follow import STARTUP_NAME, StartupWatchdog
 
-    watchdog = StartupWatchdog(tmp_path, {"launched": 0.0, "runner": 3600.0, "trainer": 0.0})
+    watchdog = StartupWatchdog(tmp_path, {"launched": 0.0, "runner": 3600.0, "trainer": 0.0, "agent_loop": 0.0})
     assert "after stage 'launched': verl's TaskRunner never started in Ray" in watchdog.poll()
     append_jsonl(tmp_path / STARTUP_NAME, {"stage": "runner"})
     assert watchdog.poll() is None  # a new stage: its own limit, counted from now
     append_jsonl(tmp_path / STARTUP_NAME, {"stage": "trainer"})
     assert "after stage 'trainer': verl's workers never came up" in watchdog.poll()
+    append_jsonl(tmp_path / STARTUP_NAME, {"stage": "agent_loop"})  # trainer.init() returned: still watched
+    assert "after stage 'agent_loop': verl's agent loop never started" in watchdog.poll()
     append_jsonl(tmp_path / STARTUP_NAME, {"stage": "ready"})
     assert watchdog.poll() is None and watchdog.done  # training has started: nothing more to watch
     assert StartupWatchdog(tmp_path, {"launched": 0.0}).poll(stepped=True) is None
@@ -404,10 +406,17 @@ def test_the_startup_limit_comes_from_the_environment_or_is_refused_in_one_line(
     assert startup_limits() == {stage: limit for stage, (limit, _) in STARTUP_STAGES.items()}
     monkeypatch.setenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", "90")
     assert set(startup_limits().values()) == {90.0}
-    for bad in ("soon", "0", "-5"):
+    monkeypatch.setenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", "300, trainer=15")  # one stage short, the others patient
+    assert startup_limits() == {**dict.fromkeys(STARTUP_STAGES, 300.0), "trainer": 15.0}
+    monkeypatch.setenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", "agent_loop=5")
+    assert startup_limits() == {**{stage: limit for stage, (limit, _) in STARTUP_STAGES.items()}, "agent_loop": 5.0}
+    for bad in ("soon", "0", "-5", "trainer=", "300,trainer=-1"):
         monkeypatch.setenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", bad)
         with pytest.raises(UserError, match=f"DEVOPS_RL_VERL_STARTUP_TIMEOUT_S: '{bad}': must be a number of seconds"):
             startup_limits()
+    monkeypatch.setenv("DEVOPS_RL_VERL_STARTUP_TIMEOUT_S", "trianer=15")
+    with pytest.raises(UserError, match="no start-up stage 'trianer'; the stages are launched, runner, trainer, agent_loop"):
+        startup_limits()
 
 
 def test_resume_with_resume_mode_disable_is_refused_before_anything_changes(tmp_path, monkeypatch):
@@ -477,6 +486,9 @@ run, behaviour = Path(sys.argv[1]), sys.argv[2]
 assert "VERL_USE_EXTERNAL_MODULES" not in os.environ
 if behaviour == "hang":  # stuck before verl's TaskRunner starts, as when Ray has no CPU left for it
     time.sleep(600)
+if behaviour == "nostart":  # verl fails in its start-up, before any step (vLLM, NCCL, a model that will not load)
+    (run / "verl" / "exit.json").write_text(json.dumps({"status": "failed", "message": "RuntimeError: NCCL error"}))
+    sys.exit(1)
 out = open(os.environ["VERL_FILE_LOGGER_PATH"], "wb", buffering=0)
 def stopped(signum, frame):
     (run / "verl" / "exit.json").write_text(json.dumps({"status": "stopped", "signal": signum}))
@@ -548,6 +560,30 @@ def test_a_crashing_child_fails_the_run_with_its_error_line(tmp_path, monkeypatc
         launch.run_verl_training(cfg, mode="ci-fast", run_dir=run, poll_interval=0.05)
     assert run.meta()["status"] == "failed"
     assert [e["event"] for e in _events(run)][-1] == "failed"
+
+
+def test_a_resume_whose_verl_start_fails_keeps_the_runs_status(tmp_path, monkeypatch):
+    """As on the torch backend: a resume attempt that never reached a step puts back the status it found."""
+    from core.training.actor import TrainingFailed
+
+    cfg, run, launch = _launch_with_child(tmp_path, monkeypatch, "nostart")
+    for step in (1, 2):
+        run.log_metrics(step, {"critic/score/mean": 0.5})
+    (run.checkpoints_dir / LATEST_CHECKPOINT).write_text("2")
+    run.set_status("stopped", "stopped by SIGINT at step 2")
+    run.mark_resumed()
+    with pytest.raises(TrainingFailed, match="verl training failed: RuntimeError: NCCL error"):
+        launch.run_verl_training(cfg, mode="ci-fast", run_dir=run, resume=True, poll_interval=0.05)
+    meta = run.meta()
+    assert (meta["status"], meta["message"]) == ("stopped", "stopped by SIGINT at step 2")
+    events = _events(run)
+    assert events[-1]["event"] == "warning" and "resume failed before training: RuntimeError: NCCL error" in \
+        events[-1]["message"] and "failed" not in [e["event"] for e in events]
+    # a new run that fails the same way is failed
+    cfg, fresh, launch = _launch_with_child(tmp_path / "new", monkeypatch, "nostart")
+    with pytest.raises(TrainingFailed):
+        launch.run_verl_training(cfg, mode="ci-fast", run_dir=fresh, poll_interval=0.05)
+    assert fresh.meta()["status"] == "failed"
 
 
 def test_a_failed_verl_run_exits_1_like_a_failed_torch_run(tmp_path, monkeypatch, capsys):

@@ -34,6 +34,33 @@ def test_on_a_machine_without_a_usable_gpu_the_smoke_test_stops_at_its_probe(tmp
     assert "nothing was run" in result.stderr and not (tmp_path / "runs").exists()
 
 
+FAKE_SMI = """#!/bin/sh
+echo "NVIDIA H100 80GB HBM3, 81559 MiB, 550.54.15"
+"""
+
+
+def test_a_driver_too_old_for_torchs_cuda_is_named_with_its_version(tmp_path, monkeypatch):
+    """The gpu extra's torch is built for CUDA 13: under an R550 driver torch sees no GPU, and the probe says why."""
+    import torch
+
+    from core.training.verl_backend.smoke import driver_gap, missing, probe
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(FAKE_SMI)
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    rows = {name: (ok, detail) for name, ok, detail in probe()}
+    assert rows["nvidia-smi"] == (True, "NVIDIA H100 80GB HBM3, 81559 MiB (driver 550.54.15)")
+    assert rows["CUDA"] == (False, "0 GPUs visible to torch (CUDA 13.0): torch's CUDA 13.0 needs NVIDIA driver R580 or "
+                                   "newer, this machine has 550.54.15: update the driver, or install a torch built for "
+                                   "an older CUDA")
+    assert any("R580" in line for line in missing(list(probe())))
+    assert driver_gap("580.65.06", "13.0") is None and driver_gap("535.1", "12.4") is None
+    assert driver_gap(None, "13.0") is None and driver_gap("550", None) is None  # nothing to compare: say nothing
+
+
 def test_the_smoke_plan_is_offline_with_a_local_model_and_a_real_models_learning_rate():
     result = _script("--plan", env={"RUNS_DIR": "/tmp/smoke-plan"})
     assert result.returncode == 0, result.stderr
@@ -76,7 +103,8 @@ def _smoke_run(tmp_path, steps: int, *, drop: str | None = None):
 
     run = RunDirectory.create(tmp_path / "runs", mode="ci-fast", backend="verl", config=load_config("ci-fast"))
     keys = ("actor/pg_loss", "actor/perf/max_memory_allocated_gb", "critic/score/mean", "response_length/mean",
-            "timing_s/step", "gpu/0/memory_used_gb", *(f"reward/{n}/mean" for n in (*DIMENSIONS, *PENALTIES, "final")))
+            "timing_s/step", "gpu/0/memory_used_gb", *(f"reward/{n}/mean" for n in (*DIMENSIONS, *PENALTIES, "final", "rubric",
+                                                                     "rubric/criteria_passed")))
     for step in range(1, steps + 1):
         run.log_metrics(step, {key: 0.5 for key in keys if not (key == drop and step == steps)})
         run.log_samples(step, [{"task_id": "t", "response": "r", "reward": 0.5}])
@@ -104,6 +132,7 @@ def test_the_smoke_checks_pass_a_complete_run_and_name_what_another_lacks(tmp_pa
         "metrics steps [1, 2], expected 1..3", "no 'resumed' event at step 2 (events: "
         "['started', 'checkpoint', 'validation', 'finished'])", "missing checkpoints/global_step_3",
         "missing checkpoints/global_step_3/actor/huggingface/config.json"]
+    assert check_run(_smoke_run(tmp_path / "c", 1, drop="reward/rubric/mean").path, 1) == ["step 1: no reward/rubric/mean"]
     lacking = _smoke_run(tmp_path / "b", 2, drop="reward/security/mean")
     (lacking.path / "verl" / "config.yaml").write_text("trainer:\n  v1:\n    trainer_mode: devops_sync\n")
     assert check_run(lacking.path, 2) == [

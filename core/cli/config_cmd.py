@@ -29,6 +29,18 @@ def _load(preset: str, config: Path | None, overrides: list[str]):
     return load_config(preset, config_file=config, overrides=overrides)
 
 
+def refuse_invalid(cfg) -> None:
+    """The project's own checks as one `UserError` line (the first problem, and how many more), as `train` and
+    `config verl` refuse a config; `config validate` lists every problem instead."""
+    from core.errors import UserError
+    from core.training.config import validate
+
+    problems = validate(cfg)
+    if problems:
+        raise UserError(problems[0] + (f" (and {len(problems) - 1} more; run 'devops-rl config validate')"
+                                       if len(problems) > 1 else ""))
+
+
 @config_app.command("show")
 def show(
     preset: str = typer.Option("default", "--preset", "-p", help=PRESET_HELP),

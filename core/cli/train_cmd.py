@@ -133,12 +133,9 @@ def train(
             mode, config_file=config, overrides=overrides, model=model, seed=seed, backend=backend, n_runners=n_runners,
             resolved=resolved,
         )
-        from core.training.config import validate
+        from core.cli.config_cmd import refuse_invalid
 
-        problems = validate(cfg)
-        if problems:
-            raise UserError(problems[0] + (f" (and {len(problems) - 1} more; run 'devops-rl config validate')"
-                                           if len(problems) > 1 else ""))
+        refuse_invalid(cfg)
         chosen, why = choose_backend(cfg.devops.backend, ray_address)
         if existing is not None:
             chosen = existing.meta().get("backend") or chosen  # a run keeps the backend it started with

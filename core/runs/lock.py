@@ -2,6 +2,8 @@
 
 The kernel drops the lock when its process ends, however it ends (kill -9 included), so a stale lock is free
 again by itself; the file's text says who holds it (host, pid, since when) for the error a second writer gets.
+`flock` is per machine: on a network file system (NFS, CIFS, Lustre...) two hosts could both hold it, so there
+the writer also keeps a heartbeat lease (`core.runs.lease`) that a writer on any host sees.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from core.errors import UserError, shorten
+from core.runs.lease import Lease, lease_is_live, network_filesystem, read_lease
 
 LOCK_FILE = "writer.lock"
 
@@ -26,12 +29,18 @@ def _key(folder: Path) -> Path:
 
 
 class RunLock:
-    """The writer lock of one run folder, held from `acquire()` until `release()` or the end of the process."""
+    """The writer lock of one run folder, held from `acquire()` until `release()` or the end of the process.
 
-    def __init__(self, folder: Path) -> None:
+    `lease`: also keep the cross-host lease (None: when the folder is on a network file system); `lease_options`
+    go to `Lease` (heartbeat_s, stale_s).
+    """
+
+    def __init__(self, folder: Path, *, lease: bool | None = None, **lease_options: float) -> None:
         self.folder = Path(folder)
         self.path = self.folder / LOCK_FILE
         self._fd: int | None = None
+        self._want_lease, self._lease_options = lease, lease_options
+        self._lease: Lease | None = None
 
     @property
     def held(self) -> bool:
@@ -59,6 +68,13 @@ class RunLock:
         except BaseException:
             os.close(fd)
             raise
+        want_lease = self._want_lease if self._want_lease is not None else network_filesystem(self.folder) is not None
+        if want_lease:
+            try:
+                self._lease = Lease(self.folder, **self._lease_options).take(describe_holder)
+            except BaseException:
+                os.close(fd)
+                raise
         self._fd = fd
         text = json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
                            "since": datetime.now(UTC).isoformat(timespec="seconds")}) + "\n"
@@ -71,6 +87,9 @@ class RunLock:
         """Give the lock up (its file stays; what it says is only read while someone holds the lock)."""
         if self._fd is None:
             return
+        if self._lease is not None:
+            self._lease.drop()
+            self._lease = None
         os.close(self._fd)  # closing the only descriptor of the open file drops its flock
         self._fd = None
         if _held.get(_key(self.folder)) is self:
@@ -108,8 +127,9 @@ def describe_holder(holder: dict) -> str:
 
 
 def lock_holder(folder: Path) -> dict | None:
-    """Who holds the folder's writer lock right now ({"host", "pid", "since"}, possibly empty), or None when it
-    is free. For a launcher's check before it starts a writer; the writer itself must still `acquire()`."""
+    """Who holds the folder's writer lock (or its live cross-host lease) right now ({"host", "pid", "since"},
+    possibly empty), or None when it is free. For a launcher's check before it starts a writer; the writer itself
+    must still `acquire()`."""
     import fcntl
 
     folder = Path(folder)
@@ -126,4 +146,5 @@ def lock_holder(folder: Path) -> dict | None:
         return read_holder(folder)
     finally:
         os.close(fd)
-    return None
+    lease = read_lease(folder)
+    return lease if lease and lease_is_live(lease) else None

@@ -18,12 +18,19 @@ log = logging.getLogger(__name__)
 DATA_SOURCE_PREFIX = "devops/"  # verl groups validation metrics by data_source: one group per task type
 
 
-def task_row(task, index: int, split: str, system_prompt: str, reward_weights: dict[str, float] | None = None) -> dict:
-    """One verl RL row for a task; `ground_truth` is JSON holding what the reward needs to grade an answer."""
+TASKS_FILE = "tasks.json"  # beside the parquet files: each task and its reward weights once, by task id
+
+
+def task_row(task, index: int, split: str, system_prompt: str, reward_weights: dict[str, float] | None = None,
+             tasks_file: Path | None = None) -> dict:
+    """One verl RL row for a task; `ground_truth` is JSON naming what the reward needs to grade an answer: the
+    task id and the `tasks_file` that holds it (verl copies ground_truth into every rollout dump row, so the
+    task itself is stored once), or without a `tasks_file` the task and its weights themselves."""
     from tasks import to_record
 
     record = to_record(task, system_prompt)
-    ground_truth = {"task": record["task"], "reward_weights": dict(reward_weights or {})}
+    ground_truth = ({"task_id": task.id, "tasks_file": str(Path(tasks_file).absolute())} if tasks_file is not None
+                    else {"task": record["task"], "reward_weights": dict(reward_weights or {})})
     return {
         "data_source": DATA_SOURCE_PREFIX + task.type,
         "prompt": [{"role": m["role"], "content": m["content"]} for m in record["prompt"]],
@@ -39,7 +46,7 @@ def task_row(task, index: int, split: str, system_prompt: str, reward_weights: d
     }
 
 
-def split_rows(cfg, tasks=None) -> dict[str, list[dict]]:
+def split_rows(cfg, tasks=None, tasks_file: Path | None = None) -> dict[str, list[dict]]:
     """{"train": rows, "val": rows} for the config's split (seed, val_fraction) and per-type reward weights."""
     from tasks import load_tasks, split_tasks
     from tasks.prompt import system_prompt
@@ -54,20 +61,28 @@ def split_rows(cfg, tasks=None) -> dict[str, list[dict]]:
     prompt = system_prompt()
     weights = cfg.devops.reward_weights
     return {
-        split: [task_row(t, i, split, prompt, weights.get(t.type)) for i, t in enumerate(chosen)]
+        split: [task_row(t, i, split, prompt, weights.get(t.type), tasks_file) for i, t in enumerate(chosen)]
         for split, chosen in (("train", train), ("val", val))
     }
 
 
 def export_parquet(cfg, out_dir: Path, tasks=None) -> dict[str, Path]:
-    """Write `train.parquet` and `val.parquet` into `out_dir` (atomically); returns {"train": path, "val": path}."""
+    """Write `train.parquet`, `val.parquet` and the `tasks.json` their ground truth names into `out_dir`
+    (atomically); returns {"train": path, "val": path, "tasks": path}."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from core.files import write_atomic
+    from tasks import load_tasks
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    written: dict[str, Path] = {}
-    for split, rows in split_rows(cfg, tasks).items():
+    chosen = load_tasks() if tasks is None else list(tasks)
+    weights = cfg.devops.reward_weights
+    table = {t.id: {"task": t.to_dict(), "reward_weights": dict(weights.get(t.type) or {})} for t in chosen}
+    write_atomic(out_dir / TASKS_FILE, json.dumps(table, ensure_ascii=False, sort_keys=True))
+    written: dict[str, Path] = {"tasks": out_dir / TASKS_FILE}
+    for split, rows in split_rows(cfg, chosen, out_dir / TASKS_FILE).items():
         path = out_dir / f"{split}.parquet"
         with atomic_path(path) as tmp:
             pq.write_table(pa.Table.from_pylist(rows), tmp)

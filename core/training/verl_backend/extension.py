@@ -1,5 +1,5 @@
-"""verl extension: the trainer subclass that logs `reward/<dimension>/mean` at every training step, and the
-start-up notes the launcher's watchdog reads.
+"""verl extension: the trainer subclass that logs `reward/<dimension>/mean` and the rubric's
+`reward/rubric/mean` at every training step, and the start-up notes the launcher's watchdog reads.
 
 verl 0.9 keeps each sample's reward breakdown (`reward_extra_info`) but puts it in metrics only at
 validation. `runner.DevopsTaskRunner` swaps this subclass in for the trainer of verl's own mode.
@@ -17,8 +17,12 @@ from collections.abc import Iterable, Sequence
 log = logging.getLogger(__name__)
 
 
+RUBRIC_PASSED = "reward/rubric/criteria_passed/mean"  # the mean share of a sample's rubric criteria it met
+
+
 def reward_metrics(extra_fields: Iterable, keep: Sequence[bool] | None = None) -> dict[str, float]:
-    """`reward/<name>/mean` for every dimension and penalty plus `reward/final/mean`, over the samples'
+    """`reward/<name>/mean` for every dimension and penalty plus `reward/final/mean`, and for samples whose task
+    has a rubric `reward/rubric/mean` and `reward/rubric/criteria_passed/mean`, over the samples'
     `extra_fields["reward_extra_info"]` (rows where `keep` is False, i.e. padding, are left out)."""
     from core.rewards import DIMENSIONS, PENALTIES
     from core.rewards.pool import reward_means
@@ -31,7 +35,13 @@ def reward_metrics(extra_fields: Iterable, keep: Sequence[bool] | None = None) -
         info = fields.get("reward_extra_info") if isinstance(fields, dict) else None
         if isinstance(info, dict) and FINAL_KEY in info:
             breakdowns.append(unflatten(info))
-    return reward_means(breakdowns, DIMENSIONS, PENALTIES) if breakdowns else {}
+    if not breakdowns:
+        return {}
+    metrics = reward_means(breakdowns, DIMENSIONS, PENALTIES)
+    passed = [b["rubric"]["passed"] for b in breakdowns if b["rubric"]["passed"] is not None]
+    if passed:
+        metrics[RUBRIC_PASSED] = sum(passed) / len(passed)
+    return metrics
 
 
 def startup_note(stage: str, **fields) -> None:
@@ -52,12 +62,13 @@ def startup_note(stage: str, **fields) -> None:
 
 class RewardDimensionMetrics:
     """Mixin for a verl v1 PPOTrainer: after verl's own step metrics, add the per-dimension reward means;
-    around verl's `init()` (workers, models, rollout servers), note the start-up stages."""
+    around verl's `init()` (workers, models), note the start-up stages (the TaskRunner notes `ready` once
+    the agent loop that follows is up)."""
 
     def init(self):
         startup_note("trainer", trainer=type(self).__name__)
         super().init()
-        startup_note("ready")
+        startup_note("agent_loop")
 
     def _compute_metrics(self, batch, metrics, timing_raw, global_steps, epoch):
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)

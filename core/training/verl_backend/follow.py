@@ -22,13 +22,17 @@ ROLLOUT_SETTLE_S = 2.0  # a rollout dump untouched this long is complete
 
 # The start-up watchdog: the longest wait for the next stage before the run fails. Each stage is one that
 # verl can wait in forever without a word (Ray resources that never free up); "ready" ends the watch.
-STARTUP_TIMEOUT_ENV = "DEVOPS_RL_VERL_STARTUP_TIMEOUT_S"  # one limit for every stage (seconds)
+STARTUP_TIMEOUT_ENV = "DEVOPS_RL_VERL_STARTUP_TIMEOUT_S"  # seconds for every stage, and/or stage=seconds entries
 STARTUP_STAGES = {
     "launched": (600.0, "verl's TaskRunner never started in Ray: see train.log, and 'ray status' for a cluster "
                         "that cannot place it"),
     "runner": (600.0, "TransferQueue or the trainer never started: 'ray status' shows what Ray is waiting for"),
     "trainer": (3600.0, "verl's workers never came up (each GPU worker waits for 3 CPUs + 1 GPU in Ray, then loads "
                         "the model and starts vLLM): see 'ray status' and train.log"),
+    # verl's TaskRunner starts the agent loop only after trainer.init(): its rollout servers and
+    # rollout.agent.num_workers worker actors, each waiting for a CPU in Ray.
+    "agent_loop": (1800.0, "verl's agent loop never started (its rollout servers and agent-loop workers, one Ray CPU "
+                           "each: actor_rollout_ref.rollout.agent.num_workers): see 'ray status' and train.log"),
 }
 
 
@@ -154,7 +158,8 @@ def rollout_sample(row: dict) -> dict:
 
 class StartupWatchdog:
     """Fails a verl start that stalls: verl waits silently for Ray resources that never come. Reads the
-    stages verl's TaskRunner and trainer note (runner -> trainer -> ready); ends at "ready" or the first step."""
+    stages verl's TaskRunner and trainer note (runner -> trainer -> agent_loop -> ready); ends at "ready" or the
+    first step."""
 
     def __init__(self, verl_dir: Path, limits: dict[str, float]) -> None:
         from core.runs import FileTail
@@ -181,12 +186,22 @@ class StartupWatchdog:
 
 
 def startup_limits() -> dict[str, float]:
-    """Each start-up stage's limit in seconds: the defaults, or `DEVOPS_RL_VERL_STARTUP_TIMEOUT_S` for all."""
+    """Each start-up stage's limit in seconds: the defaults, changed by `DEVOPS_RL_VERL_STARTUP_TIMEOUT_S`: a
+    number for every stage, `stage=N` for one (comma-separated, later entries win: `600,trainer=120`)."""
     text = os.environ.get(STARTUP_TIMEOUT_ENV, "").strip()
-    try:
-        override = float(text) if text else None
-    except ValueError:
-        override = -1.0
-    if override is not None and not override > 0:
-        raise UserError(f"{STARTUP_TIMEOUT_ENV}: {text!r}: must be a number of seconds > 0 (or unset for the defaults)")
-    return {stage: override or limit for stage, (limit, _) in STARTUP_STAGES.items()}
+    limits = {stage: limit for stage, (limit, _) in STARTUP_STAGES.items()}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        stage, _, value = entry.rpartition("=")
+        stage = stage.strip()
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = -1.0
+        if stage and stage not in limits:
+            raise UserError(f"{STARTUP_TIMEOUT_ENV}: {text!r}: no start-up stage {stage!r}; the stages are "
+                            f"{', '.join(limits)}")
+        if not seconds > 0:
+            raise UserError(f"{STARTUP_TIMEOUT_ENV}: {text!r}: must be a number of seconds > 0, or stage=seconds "
+                            "entries (e.g. 600,trainer=120); unset for the defaults")
+        limits.update({stage: seconds} if stage else dict.fromkeys(limits, seconds))
+    return limits

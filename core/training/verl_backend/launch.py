@@ -24,6 +24,7 @@ from pathlib import Path
 from core.errors import UserError
 from core.runs import stop_child
 from core.training.signals import StopRequest
+from core.training.verl_backend import ray_auth
 from core.training.verl_backend.follow import (
     STARTUP_NAME,
     VERL_METRICS_NAME,
@@ -172,14 +173,19 @@ def run_verl_training(cfg, *, mode: str, run_dir, resume: bool = False, ray_addr
         verl_dir = prepare(cfg, run_dir=run_dir, resume=resume, ray_address=ray_address)
     except Exception as exc:
         message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
-        run_dir.set_status("failed", message)
-        run_dir.event("failed", message=message)
+        if not run_dir.undo_resume(message):  # a resume attempt puts the run's status back, as the torch backend
+            run_dir.set_status("failed", message)
+            run_dir.event("failed", message=message)
         raise
     pump = MetricsPump(run_dir, verl_dir, sample=sysmon.sample, progress=progress,
                        samples_per_step=cfg.devops.samples_per_step)
     pump.skip_existing_rollouts()
     watchdog = StartupWatchdog(verl_dir, limits)
     log.info("verl: starting the trainer (logs in %s)", run_dir.log_path)
+    token = ray_auth.token_file(os.environ, ray_address)
+    if token is not None:
+        log.info("verl: the local Ray cluster's auth token is %s (%s=FILE keeps it out of a shared HOME)",
+                 token, ray_auth.TOKEN_PATH)
     with open(run_dir.log_path, "ab") as log_file:
         child = subprocess.Popen(
             child_command(run_dir.path),
@@ -188,13 +194,14 @@ def run_verl_training(cfg, *, mode: str, run_dir, resume: bool = False, ray_addr
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     run_dir.update_meta(pid=os.getpid(), child_pid=child.pid)
-    run_dir.resume_started()  # from here a failure is the run's own, not a failed resume attempt
     stopped_by = stalled = None
     try:
         with StopRequest(interrupt=True) as stop:  # SIGTERM (the cockpit's stop) acts like Ctrl-C
             try:
                 while child.poll() is None:
                     pump.poll()
+                    if pump.last_step is not None:
+                        run_dir.resume_started()  # from its first step a failure is the run's own, not the resume's
                     stalled = watchdog.poll(stepped=pump.last_step is not None)
                     if stalled:
                         log.error("verl: %s; stopping it", stalled)
@@ -235,8 +242,9 @@ def _finish(run_dir, verl_dir: Path, code: int, stopped_by: str | None, step: in
     message = stalled or note.get("message") or _last_error_line(run_dir.log_path)
     if stalled is None and code == EXIT_RAY:
         message = f"Ray could not start: {message}; check 'ray status', free ports and /tmp space, or --ray-address"
-    run_dir.set_status("failed", message)
-    run_dir.event("failed", step=step, message=message, exit_code=code)
+    if step is not None or not run_dir.undo_resume(message):  # a resume that never stepped keeps the run's status
+        run_dir.set_status("failed", message)
+        run_dir.event("failed", step=step, message=message, exit_code=code)
     raise TrainingFailed(f"verl training failed: {message} (full log: {run_dir.log_path})")
 
 
@@ -268,6 +276,9 @@ def child_main(run_path: str) -> int:
     else:  # verl's legacy trainer: the reward dimensions reach the metrics at validation only
         from verl.trainer.main_ppo_v0 import TaskRunner as runner
     try:
+        token_note = ray_auth.prepare_local_token(os.environ, config.ray_kwargs.ray_init.get("address"))
+        if token_note:
+            log.info("%s", token_note)
         run_ppo(config, task_runner_class=runner)
     except KeyboardInterrupt:
         _write_exit(verl_dir, "stopped")

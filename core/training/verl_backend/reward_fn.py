@@ -1,5 +1,6 @@
 """verl's `custom_reward_function` over this project's reward: `compute_score` returns `score` plus every
-dimension and penalty, which verl keeps per sample as `reward_extra_info`.
+dimension and penalty and the rubric's score and share of criteria met, which verl keeps per sample as
+`reward_extra_info`.
 
 verl loads this file by path (`reward.custom_reward_function.path`) in its reward workers; it is the
 same scoring the native backend runs (`core.rewards.pool.score_one`), per-type weights included.
@@ -7,21 +8,39 @@ same scoring the native backend runs (`core.rewards.pool.score_one`), per-type w
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
 FINAL_KEY = "score"
+# The rubric's part, under keys every sample has (verl stacks reward_extra_info key by key): its score (0.0 when
+# the task has no rubric), how many criteria it has (0: no rubric, so no score) and the share of them met.
+RUBRIC_KEY, CRITERIA_KEY, PASSED_KEY = "rubric", "rubric_criteria", "rubric_passed"
+
+
+@functools.lru_cache(maxsize=4)
+def _tasks_table(path: str, mtime_ns: int) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
 
 
 def grading_inputs(ground_truth: Any, extra_info: Mapping | None) -> tuple[dict, dict[str, float]]:
-    """(task mapping, per-dimension weights) from the row's ground_truth (JSON written by data.py)."""
+    """(task mapping, per-dimension weights) from the row's ground_truth (JSON written by data.py: the task id
+    and the run's tasks file, read once per process, or the task itself)."""
     data = ground_truth
     if isinstance(data, (bytes, str)):
         try:
             data = json.loads(data)
         except ValueError:
             data = None
+    if isinstance(data, Mapping) and data.get("tasks_file") and data.get("task_id"):
+        path = str(data["tasks_file"])
+        entry = _tasks_table(path, os.stat(path).st_mtime_ns).get(str(data["task_id"]))
+        if not isinstance(entry, Mapping):
+            raise ValueError(f"{path}: no task {data['task_id']!r} (the run's data folder was changed?)")
+        data = entry
     if isinstance(data, Mapping) and isinstance(data.get("task"), Mapping):
         return dict(data["task"]), dict(data.get("reward_weights") or {})
     task_id = (extra_info or {}).get("task_id")
@@ -34,21 +53,31 @@ def grading_inputs(ground_truth: Any, extra_info: Mapping | None) -> tuple[dict,
 
 
 def flatten_breakdown(breakdown: Mapping) -> dict[str, float]:
-    """{"score": final, "<dimension>": v, ..., "<penalty>": v, ...}: flat floats, as verl's reward_extra_info wants."""
+    """{"score": final, "<dimension>": v, ..., "<penalty>": v, ..., "rubric": v, "rubric_criteria": n,
+    "rubric_passed": share}: flat floats, as verl's reward_extra_info wants."""
     out = {FINAL_KEY: float(breakdown["final_reward"])}
     out.update({name: float(v) for name, v in breakdown["dimensions"].items()})
     out.update({name: float(v) for name, v in breakdown["penalties"].items()})
+    rubric = breakdown.get("rubric") or {}
+    criteria = (rubric.get("criteria") or []) if rubric.get("score") is not None else []
+    out[RUBRIC_KEY] = float(rubric["score"]) if criteria else 0.0
+    out[CRITERIA_KEY] = float(len(criteria))
+    out[PASSED_KEY] = sum(c.get("status") == "passed" for c in criteria) / len(criteria) if criteria else 0.0
     return out
 
 
 def unflatten(extra: Mapping) -> dict:
-    """The breakdown shape (`final_reward`, `dimensions`, `penalties`) back from one flat reward_extra_info."""
+    """The breakdown shape (`final_reward`, `dimensions`, `penalties`, `rubric` {score, passed} or no score when
+    the task has no rubric) back from one flat reward_extra_info."""
     from core.rewards import DIMENSIONS, PENALTIES
 
+    graded = bool(extra.get(CRITERIA_KEY))
     return {
         "final_reward": float(extra.get(FINAL_KEY) or 0.0),
         "dimensions": {name: float(extra.get(name) or 0.0) for name in DIMENSIONS},
         "penalties": {name: float(extra.get(name) or 0.0) for name in PENALTIES},
+        "rubric": {"score": float(extra.get(RUBRIC_KEY) or 0.0) if graded else None,
+                   "passed": float(extra.get(PASSED_KEY) or 0.0) if graded else None},
     }
 
 

@@ -34,5 +34,10 @@ class DevopsTaskRunner(_VerlTaskRunner):
         finally:
             registry[mode] = verl_trainer
 
+    def init_agent_loop_manager(self):
+        """verl's own, after trainer.init(): its rollout servers and agent-loop workers; the watchdog's last stage."""
+        super().init_agent_loop_manager()
+        startup_note("ready")
+
 
 RemoteTaskRunner = ray.remote(DevopsTaskRunner)

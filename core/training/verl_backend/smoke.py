@@ -43,6 +43,24 @@ def _version(dist: str) -> str:
         return "?"
 
 
+# The oldest NVIDIA driver each CUDA major version runs on (NVIDIA's CUDA toolkit release notes, "minor version
+# compatibility"): the gpu extra's torch 2.11.0 is built for CUDA 13.
+CUDA_MIN_DRIVER = {13: 580, 12: 525, 11: 450}
+
+
+def driver_gap(driver: str | None, cuda: str | None) -> str | None:
+    """Why torch built for `cuda` cannot use a GPU under `driver` (too old), or None when it can or we cannot tell."""
+    try:
+        need = CUDA_MIN_DRIVER[int(str(cuda).split(".")[0])]
+        have = int(str(driver).split(".")[0])
+    except (KeyError, ValueError):
+        return None
+    if have >= need:
+        return None
+    return (f"torch's CUDA {cuda} needs NVIDIA driver R{need} or newer, this machine has {driver}: update the driver, "
+            f"or install a torch built for an older CUDA")
+
+
 def probe() -> list[tuple[str, bool, str]]:
     """(piece, present, what was found) for the driver, CUDA, torch, flash-attn, vLLM, verl, TransferQueue.
 
@@ -50,24 +68,29 @@ def probe() -> list[tuple[str, bool, str]]:
     """
     rows: list[tuple[str, bool, str]] = []
     smi = shutil.which("nvidia-smi")
+    driver = None
     if smi is None:
         rows.append(("nvidia-smi", False, "not on PATH (no NVIDIA driver)"))
     else:
         try:
-            out = subprocess.run([smi, "--query-gpu=name,memory.total", "--format=csv,noheader"], capture_output=True,
-                                 text=True, timeout=PROBE_S)
-            gpus = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+            out = subprocess.run([smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=PROBE_S)
+            gpus = [line.strip().rsplit(",", 1) for line in out.stdout.splitlines() if line.count(",") >= 2]
+            driver = gpus[0][1].strip() if gpus else None
+            listed = "; ".join(gpu[0].strip() for gpu in gpus) + (f" (driver {driver})" if driver else "")
             rows.append(("nvidia-smi", out.returncode == 0 and bool(gpus),
-                         "; ".join(gpus) or (out.stderr.strip().splitlines() or ["no GPU listed"])[0]))
+                         listed or (out.stderr.strip().splitlines() or ["no GPU listed"])[0]))
         except subprocess.TimeoutExpired:
             rows.append(("nvidia-smi", False, f"no answer in {PROBE_S:g} s (driver hung?)"))
     try:
         import torch
 
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        gap = driver_gap(driver, torch.version.cuda) if count == 0 else None
         rows.append(("torch", True, torch.__version__))
         rows.append(("CUDA", count > 0, f"{count} GPU{'s' if count != 1 else ''} visible to torch "
-                                        f"(CUDA {torch.version.cuda or 'none: a CPU build of torch'})"))
+                                        f"(CUDA {torch.version.cuda or 'none: a CPU build of torch'})"
+                                        + (f": {gap}" if gap else "")))
     except Exception as exc:  # a broken install says more than "missing"
         rows.append(("torch", False, f"import failed: {type(exc).__name__}: {exc}"))
     try:
@@ -88,7 +111,7 @@ def missing(rows: list[tuple[str, bool, str]]) -> list[str]:
 
 def check_run(run_path: Path | str, steps: int, resumed_from: int | None = None) -> list[str]:
     """What a finished smoke run folder lacks, one line each (empty when it is complete): every training
-    step with verl's keys, the per-dimension rewards and NVML figures, validation, a checkpoint with the
+    step with verl's keys, the per-dimension and rubric rewards and NVML figures, validation, a checkpoint with the
     Hugging Face model, and (after `--resume`) the resumed step."""
     from omegaconf import OmegaConf
 
@@ -104,7 +127,8 @@ def check_run(run_path: Path | str, steps: int, resumed_from: int | None = None)
     if [r["step"] for r in metrics] != list(range(1, steps + 1)):
         problems.append(f"metrics steps {[r['step'] for r in metrics]}, expected 1..{steps}")
     wanted = ("actor/pg_loss", "actor/perf/max_memory_allocated_gb", "critic/score/mean", "response_length/mean",
-              "timing_s/step", *(f"reward/{name}/mean" for name in (*DIMENSIONS, *PENALTIES, "final")))
+              "timing_s/step",
+              *(f"reward/{name}/mean" for name in (*DIMENSIONS, *PENALTIES, "final", "rubric", "rubric/criteria_passed")))
     for record in metrics:
         data = record["data"]
         problems += [f"step {record['step']}: no {key}" for key in wanted if key not in data]
