@@ -278,7 +278,7 @@ def load_config(preset: str = "default", config_file: Path | None = None, overri
     _merge(data, *_preset_layer(preset), origins)
     if config_file is not None:
         path = Path(config_file)
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():  # a symlink loop is read, and named as one
             raise UserError(f"{shorten(path)}: no such config file; create one with 'devops-rl config export -o "
                             f"{shorten(path.name, 40)}'")
         _merge(data, *_read_layer(read_text(path, "config file"), str(path)), origins)
