@@ -14,7 +14,7 @@ import typer
 from typer.exceptions import TyperException
 
 from core import __version__
-from core.errors import UserError, shorten
+from core.errors import UserError, printable, shorten
 
 # Errors of the user's files and folders (permissions, a read-only disk, a full disk, a file where a folder
 # belongs, a name too long): whatever raised them, they are the user's to fix, so exit 2 naming the path.
@@ -72,7 +72,10 @@ _register_commands()
 
 
 def _fail(message: str, code: int) -> int:
-    flat = " ".join(message.split())  # one line, whatever a library's message held
+    """Print the one `error:` line: flat, secrets masked (a password in a URL included), terminal-safe."""
+    from core.log import mask_secrets
+
+    flat = printable(mask_secrets(" ".join(message.split())))  # one line, whatever a library's message held
     print(f"error: {flat}", file=sys.stderr)
     return code
 
