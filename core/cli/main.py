@@ -103,7 +103,22 @@ def main(argv: list[str] | None = None) -> int:
         log.debug("file error", exc_info=True)
         return _fail(f"{shorten(exc.filename)}: {exc.strerror}; check the path and its permissions", 2)
     except Exception as exc:
+        if _interrupted(exc):
+            print("interrupted", file=sys.stderr)
+            return 130
         return _unexpected(exc)
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether `exc` is a Ctrl-C in disguise: a library that catches KeyboardInterrupt during an import and raises
+    its own error from it (transformers: "Could not import module ...")."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _unexpected(exc: Exception) -> int:
