@@ -26,7 +26,7 @@ def _read_answer(answer: str) -> str:
     if answer == "-":
         return read_stdin("answer", "--answer - (stdin)")
     path = Path(answer)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():  # a symlink loop is named by the reader
         raise UserError(f"--answer {shorten(answer)}: no such file; pass a text/markdown file with the answer, or '-' "
                         "for stdin")
     return read_text(path, "answer")

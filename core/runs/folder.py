@@ -137,6 +137,8 @@ class RunDirectory:
                             "characters)")
         path = root / run_id
         writable_dir(root, "the runs folder")
+        if path.is_dir():
+            check_unowned(path)  # before the lock file is put there: a folder that is not ours is left as it was
         writable_dir(path, "the run folder")
         run = cls(path)
         run.hold_lock()  # before looking for a run there: two processes creating the same folder, one wins

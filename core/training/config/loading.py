@@ -72,9 +72,9 @@ def _verl_node(parts: list[str]):
 def verl_value_problem(value: Any, default: Any) -> str | None:
     """What is wrong with `value` for a verl key this project does not model, judged by the type of verl's default
     (as verl's dataclass configs would refuse it): a number for a number (finite: verl's maths has no use for inf or
-    NaN), true/false for a flag, text for text, a list for a list. None when it fits, or verl's default is null
-    (any type) or `value` is null (verl's own default applies)."""
-    if value is None or default is None:
+    NaN), true/false for a flag, text for text, a list for a list. None when it fits, or verl's default is null or an
+    interpolation (`${oc.select:...}`: its type is another key's) or `value` is null (verl's own default applies)."""
+    if value is None or default is None or (isinstance(default, str) and default.startswith("${")):
         return None
     if isinstance(default, bool):
         return None if isinstance(value, bool) else "verl expects true or false here"
