@@ -116,11 +116,13 @@ def save_checkpoint(
         shutil.rmtree(target, ignore_errors=True)  # an incomplete leftover from a crash
         os.rename(tmp, target)
     except (OSError, SafetensorError, RuntimeError) as exc:
-        if isinstance(exc, RuntimeError) and "writ" not in str(exc):  # torch.save's failed write; not any RuntimeError
-            raise
+        if isinstance(exc, RuntimeError) and not any(s in str(exc) for s in ("inline_container", "writ")):
+            raise  # only torch.save's stream writer failing (a full disk says "unexpected pos ..."), not any RuntimeError
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).strip().splitlines()[0]
-        raise UserError(f"{shorten(root)}: cannot write the checkpoint of step {step} ({shorten(reason, 100)}); free "
-                        "space there (or lower devops.keep_checkpoints), then --resume from the last checkpoint") from exc
+        free = shutil.disk_usage(root).free / 2**20
+        raise UserError(f"{shorten(root)}: cannot write the checkpoint of step {step} ({shorten(reason, 80)}; "
+                        f"{free:.1f} MiB free there); free space (or lower devops.keep_checkpoints), then --resume from "
+                        "the last checkpoint") from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     (root / LATEST_FILE).write_text(f"{step}\n", encoding="utf-8")
