@@ -67,10 +67,12 @@ def meta_problem(meta: dict) -> str | None:
     return None
 
 
-def check_unowned(path: Path) -> None:
-    """UserError when folder `path` holds files devops-rl did not write (no meta.json says a run owns them: someone's
-    partial run, notes, a copied config): a new run there would overwrite its config.yaml and append its rows
-    after theirs. Only this process's writer lock may be there."""
+def check_free(path: Path) -> None:
+    """UserError unless folder `path` can take a new run: it must not hold a run (a meta.json), nor files devops-rl did
+    not write (no meta.json says a run owns them: someone's partial run, notes, a copied config), which a new run
+    would overwrite (config.yaml) or append its rows after. Only a writer lock may be there."""
+    if (path / META_FILE).exists() or (path / META_FILE).is_symlink():
+        raise UserError(f"{shorten(path)}: already holds a run; pick another run id or folder")
     foreign = sorted(entry.name for entry in path.iterdir() if entry.name != LOCK_FILE)
     if foreign:
         shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
@@ -138,14 +140,12 @@ class RunDirectory:
         path = root / run_id
         writable_dir(root, "the runs folder")
         if path.is_dir():
-            check_unowned(path)  # before the lock file is put there: a folder that is not ours is left as it was
+            check_free(path)  # before the lock file is put there: a folder that is not ours is left as it was
         writable_dir(path, "the run folder")
         run = cls(path)
         run.hold_lock()  # before looking for a run there: two processes creating the same folder, one wins
         try:
-            if (path / META_FILE).exists() or (path / META_FILE).is_symlink():
-                raise UserError(f"{shorten(path)}: already holds a run; pick another run id or folder")
-            check_unowned(path)
+            check_free(path)  # again, under the lock: two processes creating the same folder, one wins
             (path / "checkpoints").mkdir(parents=True, exist_ok=True)
             (path / "eval").mkdir(exist_ok=True)
             config_text = config.to_yaml() if hasattr(config, "to_yaml") else str(config)
