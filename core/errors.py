@@ -4,6 +4,7 @@ Raise it for anything the user can fix (a bad file, key or value); its message n
 """
 
 import difflib
+import unicodedata
 from collections.abc import Iterable
 
 
@@ -28,6 +29,20 @@ def shorten(value: object, limit: int = 120) -> str:
         return text
     keep = max(limit - 30, 20)
     return f"{text[: keep // 2]}...{text[-(keep - keep // 2):]} ({len(text):,} characters)"
+
+
+def printable(text: str, keep: str = "") -> str:
+    """`text` safe to write to a terminal in any locale: bytes a non-UTF-8 locale smuggled into arguments as
+    surrogates are decoded back (U+FFFD when they are not UTF-8), and control and format characters (escape
+    sequences, bidi overrides) other than those in `keep` are shown as `\\xNN`/`\\uNNNN`, never sent raw."""
+    try:
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate that no byte became
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    if text.isprintable():
+        return text
+    return "".join(ch if ch in keep or unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Zl", "Zp")
+                   else ascii(ch)[1:-1] for ch in text)
 
 
 def did_you_mean(value: str, choices: Iterable[str]) -> str:

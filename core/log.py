@@ -1,7 +1,8 @@
 """Logging for every command: a concise console handler and a DEBUG file handler, both secret-masked.
 
-The console shows INFO lines (rich when a TTY, plain timestamped lines otherwise); the file keeps
-everything, tracebacks included, in the run's folder or the user log folder.
+The console shows INFO lines (rich when a TTY, plain timestamped lines otherwise), with control characters of
+user text escaped; the file keeps everything, tracebacks included, in the run's folder or the user log folder.
+Neither can fail on text a locale cannot encode (a `--set` key in `LC_ALL=C`): it is escaped, never an error.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _SECRET_PATTERNS = [
     re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"),  # Hugging Face tokens
     re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"),  # GitHub tokens
     re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._\-]{8,}"),
+    re.compile(r"(?i)(\b[a-z][a-z0-9+.\-]*://[^/\s:@]*:)[^/\s@]+(?=@)"),  # the password of user:password@ in a URL
     re.compile(r"(?i)(\b(?:api[_-]?key|(?:access[_-]?|auth[_-]?)?token|secret[_-]?key|password|passwd)\b\s*[=:]\s*)[\"']?[^\s\"',;]{4,}"),
 ]
 
@@ -79,15 +81,25 @@ class SecretMaskFilter(logging.Filter):
         return True
 
 
+class TerminalFormatter(logging.Formatter):
+    """A console line with user text made terminal-safe (`core.errors.printable`: no escape sequences, no
+    surrogates a non-UTF-8 locale cannot encode); newlines stay, for tracebacks shown with -v."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from core.errors import printable
+
+        return printable(super().format(record), keep="\n\t")
+
+
 def _console_handler(verbose: bool) -> logging.Handler:
     if sys.stderr.isatty():
         from rich.logging import RichHandler
 
         handler: logging.Handler = RichHandler(show_path=False, show_time=False, markup=False, rich_tracebacks=False)
-        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.setFormatter(TerminalFormatter("%(message)s"))
     else:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(PLAIN_CONSOLE_FORMAT, datefmt="%H:%M:%S"))
+        handler.setFormatter(TerminalFormatter(PLAIN_CONSOLE_FORMAT, datefmt="%H:%M:%S"))
     handler.setLevel(logging.DEBUG if verbose else logging.INFO)
     handler.addFilter(SecretMaskFilter())
     return handler
@@ -131,7 +143,7 @@ def use_log_file(path: Path) -> Path:
     root = logging.getLogger()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, encoding="utf-8")
+    handler = logging.FileHandler(path, encoding="utf-8", errors="backslashreplace")  # a surrogate never fails a line
     handler.setLevel(logging.DEBUG)
     handler.setFormatter(logging.Formatter(FILE_FORMAT))
     handler.addFilter(SecretMaskFilter())

@@ -317,7 +317,7 @@ def load_task_file(path: Path | str) -> Task:
     """Load one task from a YAML file holding a single task mapping (`reference_answer` optional)."""
     path = Path(path)
     problems = _Problems()
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():  # anything else (a FIFO, a loop) is named by the reader
         raise UserError(f"{path}: no such task file; pass a YAML file with one task mapping")
     data, node = _parse_yaml(path, problems)
     if problems.lines:

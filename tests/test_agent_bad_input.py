@@ -168,3 +168,33 @@ def test_a_run_folder_copied_without_its_checkpoints_is_refused_by_eval(data, tm
     shutil.rmtree(run / "checkpoints")
     assert_user_error(run_cli("eval", "--run", str(run), "--limit", "1", cwd=tmp_path), "no checkpoint with a model yet")
     assert not (run / "eval").exists()
+
+
+# serve's request checks (`core.agent.chat_api.parse_request`, what the server runs on every body): values no model
+# can honour are a 400 naming the parameter, never a 200. (body, the parameter named)
+SERVE_BODIES = [
+    ({"messages": [{"role": "user", "content": None}]}, "messages[0].content"),
+    ({"messages": [{"role": "system", "content": "be brief"}, {"role": "assistant", "content": None}]},
+     "messages[1].content"),
+    ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10**30}, "max_tokens"),
+    ({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 2**31}, "max_completion_tokens"),
+]
+
+
+@pytest.mark.parametrize(("body", "param"), SERVE_BODIES, ids=[b[1] for b in SERVE_BODIES])
+def test_serve_refuses_null_content_and_impossible_token_counts(body, param):
+    from http import HTTPStatus
+
+    from core.agent.chat_api import ApiError, parse_request
+
+    with pytest.raises(ApiError) as caught:
+        parse_request(json.dumps(body).encode(), "tiny", 1000)
+    assert caught.value.status == HTTPStatus.BAD_REQUEST and caught.value.param == param, caught.value.message
+
+
+def test_serve_still_takes_a_large_max_tokens_within_range_and_a_null_stop():
+    from core.agent.chat_api import parse_request
+
+    request = parse_request(json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2**31 - 1,
+                                        "stop": None}).encode(), "tiny", 1000)
+    assert request.max_tokens == 2**31 - 1

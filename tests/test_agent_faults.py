@@ -1,5 +1,6 @@
 """Faults at seeded random points: an `eval` killed (SIGKILL or SIGTERM) then `--resume`d has every task exactly once,
 and a `serve` stopped (SIGINT or SIGTERM) while streaming exits 130 without aborting and ends its streams cleanly.
+Hostile live servers (dripping, endless, breaking off, garbage) fail their tasks within `--timeout`, never the eval.
 """
 
 from __future__ import annotations
@@ -205,3 +206,99 @@ def test_ctrl_c_of_a_cold_started_serve_during_a_stream_exits_130_with_done(tmp_
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "terminate called" not in err and "Traceback" not in err, err
     stream.assert_ended_cleanly(was_streaming=True)
+
+
+class HostileServer:
+    """A real TCP server on 127.0.0.1 that answers every request the way `kind` says, over raw sockets (the stdlib's
+    HTTP server cannot misbehave like this): drip a byte every 0.3 s after the headers or inside them, send an
+    endless body without a length, announce a terabyte, break off mid-body, answer garbage, or hang up at once."""
+
+    def __init__(self, kind: str) -> None:
+        import socket
+
+        self.kind = kind
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.base_url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/v1"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection) -> None:
+        ok = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        try:
+            with connection:
+                connection.recv(65536)
+                if self.kind == "drip-body":
+                    connection.sendall(ok + b"Content-Length: 10000\r\n\r\n")
+                    while True:
+                        connection.sendall(b" ")
+                        time.sleep(0.3)
+                elif self.kind == "drip-headers":
+                    for byte in ok + b"X-Slow: " + b"a" * 10000:
+                        connection.sendall(bytes([byte]))
+                        time.sleep(0.3)
+                elif self.kind == "endless-body":
+                    connection.sendall(ok + b"Connection: close\r\n\r\n")
+                    while True:
+                        connection.sendall(b"x" * 65536)
+                elif self.kind == "terabyte-length":
+                    connection.sendall(ok + b"Content-Length: 1000000000000\r\n\r\n{")
+                    time.sleep(30)
+                elif self.kind == "breaks-off":
+                    connection.sendall(ok + b"Content-Length: 1000\r\n\r\n{\"choi")
+                elif self.kind == "garbage":
+                    connection.sendall(b"SSH-2.0-OpenSSH_9.6\r\n\x00\xff\xfe garbage\r\n\r\n")
+                # "hangs-up": closes without a byte
+        except OSError:  # the client gave up: what the deadline is for
+            pass
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+# (kind, --retries, what each task's error says). A live server that misbehaves fails its tasks, never the eval;
+# without a deadline for the whole request the drips would take 50 minutes a task (the subprocess's limit is 120 s).
+HOSTILE = [
+    ("drip-body", "0", "no complete answer within --timeout 2s"),
+    ("drip-headers", "1", "no complete answer within --timeout 2s (after 2 tries)"),
+    ("endless-body", "0", "the answer is larger than 16 MiB"),
+    ("terabyte-length", "0", "the answer is larger than 16 MiB"),
+    ("breaks-off", "1", "the server broke off the answer (peer closed connection without sending complete message body"),
+    ("garbage", "0", "the server broke off the answer"),
+    ("hangs-up", "0", "the server broke off the answer (Server disconnected without sending a response.)"),
+]
+
+
+@pytest.mark.parametrize(("kind", "retries", "error"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_a_live_server_that_misbehaves_fails_each_task_not_the_eval(tmp_path, kind, retries, error):
+    from tests.conftest import run_cli
+
+    server = HostileServer(kind)
+    try:
+        out = tmp_path / "results.json"
+        result = run_cli("eval", "--base-url", server.base_url, "--model", "m", "--task", "k8s-001", "--task", "k8s-002",
+                         "--timeout", "2", "--retries", retries, "--out", str(out), timeout=120)
+    finally:
+        server.close()
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "error:" not in result.stderr, result.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["summary"]["failures"] == 2 and data["status"] == "complete"
+    assert all(r["reward"] is None and r["error"].startswith(error) for r in data["results"]), data["results"]
+    assert f"2 of 2 tasks failed (first: k8s-001: {error}" in result.stdout + result.stderr
+
+
+def test_nothing_listening_still_stops_the_eval_with_one_line(tmp_path):
+    from tests.conftest import run_cli
+
+    server = HostileServer("hangs-up")
+    server.close()  # the port is free again: nothing accepts the connection
+    result = run_cli("eval", "--base-url", server.base_url, "--model", "m", "--limit", "1", "--retries", "0",
+                     "--out", str(tmp_path / "r.json"))
+    assert_user_error(result, f"{server.base_url}: cannot connect after 1 try", "is the server running?")

@@ -229,10 +229,10 @@ def test_bad_eval_options_are_one_line_errors(args, fragment, capsys):
     assert fragment in capsys.readouterr().err.strip().splitlines()[-1]
 
 
-def test_a_request_past_the_timeout_is_retried_then_one_error_line(endpoint, capsys):
-    server = endpoint(delay=2.0)
-    assert _eval("--base-url", server.base_url, "--model", "m", "--limit", "1", "--timeout", "0.3", "--retries", "1") == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(f"error: {server.base_url}: timed out after 2 tries")
+def test_a_request_past_the_timeout_is_retried_then_fails_its_task(endpoint, capsys):
+    server = endpoint(delay=2.0)  # a live server, only slow: the task fails, not the eval (docs/eval.md)
+    assert _eval("--base-url", server.base_url, "--model", "m", "--limit", "1", "--timeout", "0.3", "--retries", "1") == 0
+    assert "no complete answer within --timeout 0.3s (after 2 tries)" in capsys.readouterr().out
     assert sum(server.calls.values()) == 2
 
 

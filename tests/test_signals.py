@@ -66,3 +66,34 @@ def test_interrupt_mode_raises_at_the_first_signal_and_names_it():
         proc.send_signal(signal.SIGTERM)
         assert _lines(proc, 2) == ["interrupted SIGTERM", "restored True"]
         assert proc.wait(timeout=30) == 0
+
+
+NESTED = """
+import os, signal, sys
+from core.training.signals import StopRequest
+with StopRequest() as outer:
+    print("ready", flush=True)
+    sys.stdin.readline()  # the parent signals, then writes a line: the signal arrived before the inner request
+    with StopRequest() as inner:
+        print("inner", inner.signal_name, flush=True)
+    print("outer", outer.signal_name, flush=True)
+"""
+
+
+def test_a_signal_before_the_backend_starts_carries_over_and_sighup_is_a_stop():
+    """The train command's outer request (installed before the heavy imports) hands a signal that came during
+    start-up to the backend's inner one; SIGHUP (an SSH session closing) stops like Ctrl-C instead of killing."""
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        proc = subprocess.Popen([sys.executable, "-c", NESTED], cwd=REPO, text=True, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert proc.stdout.readline().strip() == "ready"
+            proc.send_signal(sig)
+            time.sleep(0.2)
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            assert _lines(proc, 2) == [f"inner {sig.name}", f"outer {sig.name}"]
+            assert proc.wait(timeout=30) == 0
+        finally:
+            proc.kill()
+            proc.wait()

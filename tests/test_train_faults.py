@@ -212,3 +212,52 @@ def _signal_at_random_points(zygote: Zygote, tmp_path: Path, sig: signal.Signals
 @pytest.mark.parametrize(("sig", "seed"), [(signal.SIGKILL, 13), (signal.SIGTERM, 31)], ids=["SIGKILL", "SIGTERM"])
 def test_twenty_signals_at_random_points_then_resume_lose_and_repeat_no_step(zygote, tmp_path, sig, seed):
     _signal_at_random_points(zygote, tmp_path, sig, points=20, seed=seed)
+
+
+def _cold_train(run: Path, env: dict) -> subprocess.Popen:
+    """A real `devops-rl train` started cold, so that its heavy imports are still under way when it is signalled."""
+    return subprocess.Popen([sys.executable, "-m", "core.cli.main", *TRAIN, "--set", "trainer.total_training_steps=2",
+                             "--run-dir", str(run)], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=["SIGINT", "SIGHUP"])
+def test_a_signal_during_start_up_stops_the_run_with_130(tmp_path, sig):
+    """Ctrl-C (or an SSH session closing) as soon as the run folder exists, while transformers is being imported
+    and the model built: exit 130 and status `stopped`, never `failed` with an ImportError nor left `running`."""
+    env = {**os.environ, "DEVOPS_RL_LOG_DIR": str(tmp_path / "logs")}
+    run = tmp_path / "run"
+    proc = _cold_train(run, env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (run / "meta.json").exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    meta = json.loads((run / "meta.json").read_text())
+    assert proc.returncode == 130, err[-2000:]
+    assert meta["status"] == "stopped" and meta["message"].startswith(f"stopped by {sig.name}"), meta
+    assert "Traceback" not in err and "error:" not in err, err[-2000:]
+
+
+def test_a_full_disk_during_a_checkpoint_is_one_line_naming_the_folder(tmp_path):
+    """The run folder on a real 3 MiB tmpfs (its own mount namespace; root only): the step's checkpoint does not fit."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    script = ('mount -t tmpfs -o size=3m tmpfs "$1" || exit 77; shift; "$@"; code=$?; '
+              'cat "$RUN/meta.json" >&2; exit $code')
+    env = {**os.environ, "DEVOPS_RL_LOG_DIR": str(tmp_path / "logs"), "RUN": str(folder / "run")}
+    result = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", str(folder), sys.executable, "-m",
+                             "core.cli.main", *TRAIN, "--set", "trainer.total_training_steps=1", "--run-dir",
+                             str(folder / "run")], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    if result.returncode == 77 or "unshare" in result.stderr[:200]:
+        pytest.skip(f"no tmpfs mount here ({result.stderr.strip()[:80]})")
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert result.returncode == 2 and len(errors) == 1, result.stderr[-2000:]
+    assert errors[0].startswith(f"error: {folder / 'run' / 'checkpoints'}: cannot write the checkpoint of step 1")
+    assert "Traceback" not in result.stderr
+    meta = json.loads(result.stderr[result.stderr.index("{"):])
+    assert meta["status"] == "failed" and "cannot write the checkpoint" in meta["message"]

@@ -40,6 +40,9 @@ UNSUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
 }
 
 
+MAX_TOKENS_LIMIT = 2**31 - 1  # OpenAI's API takes a 32-bit count; up to it, the model's context caps the answer
+
+
 class ApiError(Exception):
     """An error answered in OpenAI's shape: {"error": {"message", "type", "param", "code"}}."""
 
@@ -52,10 +55,13 @@ class ApiError(Exception):
         return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
 
 
-def _string_or_list(kind: str):
-    """A parameter OpenAI takes as one string or a list: always a list here; other types are refused."""
+def _string_or_list(kind: str, *, nullable: bool = True):
+    """A parameter OpenAI takes as one string or a list: always a list here; other types are refused (null too, unless
+    `nullable`: a message's content is null only beside tool calls, which this server does not take)."""
 
     def convert(value: Any) -> Any:
+        if value is None and not nullable:
+            raise ValueError(f"must be a string or a list of {kind}, not null")
         if value is None:
             return []
         if isinstance(value, str):
@@ -79,7 +85,7 @@ class TextPart(_Strict):
 
 class Message(_Strict):
     role: Literal["system", "developer", "user", "assistant"]
-    content: Annotated[list[TextPart], _string_or_list("text parts")]
+    content: Annotated[list[TextPart], _string_or_list("text parts", nullable=False)]
 
     def as_template_input(self) -> dict[str, str]:
         # OpenAI's `developer` role is the newer name of `system`; chat templates know only `system`
@@ -96,8 +102,8 @@ class ChatRequest(_Strict):
 
     model: str | None = None
     messages: list[Message] = Field(min_length=1)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS_LIMIT)
+    max_completion_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS_LIMIT)
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, ge=0, le=1)
     seed: int | None = Field(None, ge=SEED_RANGE[0], le=SEED_RANGE[1])

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from core.errors import UserError
-from core.files import write_atomic
+from core.files import read_bytes, read_regular, write_atomic
 from core.log import mask_secrets
 
 RESULTS_PREFIX = "eval_results_"
@@ -67,10 +67,10 @@ def read_results(path: Path, hint: str) -> dict:
     """A results file's data, checked key by key; a one-line UserError naming the file (and key) ending in `hint`."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file; {hint}") from None
-    except (OSError, ValueError) as exc:
+        data = json.loads(read_bytes(path, "file"))
+    except UserError as exc:  # missing, a FIFO or device, too large, unreadable
+        raise UserError(f"{exc}; {hint}") from None
+    except ValueError as exc:
         raise UserError(f"{path}: not readable JSON ({str(exc).splitlines()[0]}); {hint}") from None
     if not isinstance(data, dict) or not isinstance(data.get("summary"), dict) or not isinstance(data.get("results"), list):
         raise UserError(f"{path}: not an eval results file (needs 'summary' and 'results'); {hint}")
@@ -244,7 +244,7 @@ def find_resumable(folder: Path) -> Path | None:
     """The newest results file in `folder` that did not complete."""
     for path in sorted(folder.glob(f"{RESULTS_PREFIX}*.json"), reverse=True):
         try:
-            status = json.loads(path.read_text(encoding="utf-8")).get("status")
+            status = json.loads(read_regular(path)).get("status")
         except (OSError, ValueError):
             continue
         if status != "complete":

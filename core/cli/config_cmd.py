@@ -78,7 +78,9 @@ def validate_cmd(
     if not problems:
         print(f"ok: {where} is a valid config")
         return
-    lines = yaml_key_lines(config.read_text(encoding="utf-8")) if config is not None else {}
+    from core.files import read_text
+
+    lines = yaml_key_lines(read_text(config, "config file")) if config is not None else {}
     for problem in problems:
         key = problem.split(":", 1)[0]
         line = lines.get(key)
@@ -118,12 +120,14 @@ def export(
 def _check_output(output: Path, force: bool) -> None:
     """Refuse an --output that is a folder, lies in no folder, or (without --force) would replace a file."""
     from core.errors import UserError, shorten
+    from core.files import check_replaceable
 
     if output.is_dir():
         raise UserError(f"--output {shorten(output)}: is a folder; name the file to write, "
                         f"e.g. {shorten(output / 'config.yaml')}")
     if not output.parent.is_dir():
         raise UserError(f"--output {shorten(output)}: no folder {shorten(output.parent)}; create it first")
+    check_replaceable(output)  # a device, FIFO or symlink is never replaced, --force or not
     if output.exists() and not force:
         raise UserError(f"--output {shorten(output)}: the file exists; add --force to replace it")
 

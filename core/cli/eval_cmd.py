@@ -56,7 +56,10 @@ class _Reporter:
         self.task = None
 
     def start(self, path: Path, total: int, done: int, endpoint: str) -> None:
-        print(f"evaluating {total} tasks ({done} already done) with {endpoint} -> {path}", file=self.stream, flush=True)
+        from core.log import mask_secrets
+
+        print(f"evaluating {total} tasks ({done} already done) with {mask_secrets(endpoint)} -> {path}", file=self.stream,
+              flush=True)
         if self.stream.isatty():
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn

@@ -14,7 +14,7 @@ import typer
 from typer.exceptions import TyperException
 
 from core import __version__
-from core.errors import UserError, shorten
+from core.errors import UserError, printable, shorten
 
 # Errors of the user's files and folders (permissions, a read-only disk, a full disk, a file where a folder
 # belongs, a name too long): whatever raised them, they are the user's to fix, so exit 2 naming the path.
@@ -72,7 +72,10 @@ _register_commands()
 
 
 def _fail(message: str, code: int) -> int:
-    flat = " ".join(message.split())  # one line, whatever a library's message held
+    """Print the one `error:` line: flat, secrets masked (a password in a URL included), terminal-safe."""
+    from core.log import mask_secrets
+
+    flat = printable(mask_secrets(" ".join(message.split())))  # one line, whatever a library's message held
     print(f"error: {flat}", file=sys.stderr)
     return code
 
@@ -100,7 +103,22 @@ def main(argv: list[str] | None = None) -> int:
         log.debug("file error", exc_info=True)
         return _fail(f"{shorten(exc.filename)}: {exc.strerror}; check the path and its permissions", 2)
     except Exception as exc:
+        if _interrupted(exc):
+            print("interrupted", file=sys.stderr)
+            return 130
         return _unexpected(exc)
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether `exc` is a Ctrl-C in disguise: a library that catches KeyboardInterrupt during an import and raises
+    its own error from it (transformers: "Could not import module ...")."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _unexpected(exc: Exception) -> int:

@@ -8,7 +8,6 @@ or stdin (`--answer -`). `--json` prints exactly final_reward, dimensions, penal
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import typer
@@ -22,12 +21,12 @@ def register(app: typer.Typer) -> None:
 
 def _read_answer(answer: str) -> str:
     from core.errors import UserError, shorten
-    from core.files import decode_text, read_text
+    from core.files import read_stdin, read_text
 
     if answer == "-":
-        return decode_text(sys.stdin.buffer.read(), "--answer - (stdin)", "answer")
+        return read_stdin("answer", "--answer - (stdin)")
     path = Path(answer)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():  # a symlink loop is named by the reader
         raise UserError(f"--answer {shorten(answer)}: no such file; pass a text/markdown file with the answer, or '-' "
                         "for stdin")
     return read_text(path, "answer")

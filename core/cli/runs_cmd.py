@@ -38,7 +38,12 @@ def list_cmd(
     from core.paths import runs_root
     from core.runs import list_runs
 
-    folder = Path(root) if root else runs_root()
+    folder = Path(root) if root is not None else runs_root()
+    if root is not None and (not root.strip() or not folder.is_dir()):
+        from core.errors import UserError, shorten
+
+        state = "empty" if not root.strip() else "no such folder" if not folder.exists() else "not a folder"
+        raise UserError(f"--root {shorten(root)}: {state}; pass the folder that holds the run folders")
     runs = list_runs(folder)
     if as_json:
         print(json.dumps([{"run_id": r.run_id, "path": str(r.path), "status": r.shown_status,

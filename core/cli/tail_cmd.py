@@ -107,10 +107,10 @@ def check_metrics_file(path: Path) -> None:
     """A file given directly must be a verl file-logger JSONL: one `{"step": N, "data": {...}}` line in its first
     64 KiB (an empty file is one that has not been written yet); anything else is refused with one line."""
     from core.errors import UserError, shorten
+    from core.files import read_bytes
     from core.runs import metric_rows, parse_record
 
-    with open(path, "rb") as handle:
-        head = handle.read(SNIFF_BYTES)
+    head = read_bytes(path, "metrics file", SNIFF_BYTES, head=True)
     if not head.strip():
         return
     records = [r for r in (parse_record(line, path) for line in head.split(b"\n")) if r is not None]
@@ -141,7 +141,9 @@ def tail(
         for step in sorted(view.rows):
             print(_plain(view.line(step)))
         if run_dir is not None and log_lines:
-            text = run_dir.log_path.read_text(encoding="utf-8", errors="replace") if run_dir.log_path.exists() else ""
+            from core.runs.reading import read_run_file
+
+            text = read_run_file(run_dir.log_path).decode("utf-8", "replace")
             for line in text.splitlines()[-5:]:
                 print(f"log | {line}")
         return 0

@@ -34,8 +34,7 @@ def _open_run_dir(run_dir: Path | None, resume: bool, mode: str):
     from core.runs import RunDirectory, list_runs
 
     if run_dir is not None:
-        if run_dir.exists() and not run_dir.is_dir():
-            raise UserError(f"--run-dir {shorten(run_dir)}: is a file; give a folder (new, or a run's to --resume)")
+        _check_run_dir_path(run_dir)
         exists = (run_dir / "meta.json").exists()
         if resume and not exists:
             raise UserError(f"--resume: {shorten(run_dir)} is not a run folder (no meta.json); "
@@ -62,14 +61,32 @@ def _open_run_dir(run_dir: Path | None, resume: bool, mode: str):
     return run
 
 
+def _check_run_dir_path(run_dir: Path) -> None:
+    """A --run-dir must be a folder or a name for a new one: not a file, FIFO or device, nor a symlink that leads
+    nowhere (a loop, a missing target: creating the folder would fail or land elsewhere)."""
+    import os
+
+    from core.files import file_kind
+
+    if run_dir.is_symlink() and not run_dir.exists():
+        raise UserError(f"--run-dir {shorten(run_dir)}: is a symbolic link that leads nowhere (a loop or a missing "
+                        f"target: {shorten(os.readlink(run_dir))}); give a folder")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"--run-dir {shorten(run_dir)}: is {file_kind(run_dir.stat().st_mode)}, not a folder; give a "
+                        "folder (new, or a run's to --resume)")
+
+
 def _check_run_files(run) -> None:
     """A run to resume needs its meta.json (which run it is) and its config.yaml (its settings), both whole."""
     from core.runs import read_meta
+    from core.runs.folder import meta_problem
 
-    if read_meta(run.path) is None:
-        raise UserError(f"--resume: {shorten(run.path / 'meta.json')} is not a JSON object (damaged?); it says which "
-                        "run this is, so nothing is resumed: restore it, or start a new run with --config "
-                        f"{shorten(run.config_path)}")
+    meta = read_meta(run.path)
+    problem = "is not a JSON object (damaged?)" if meta is None else meta_problem(meta)
+    if problem is not None:
+        where = shorten(run.path / "meta.json") + ("" if meta is None else ":")
+        raise UserError(f"--resume: {where} {problem}; it says which run this is, so nothing is resumed: restore it, "
+                        f"or start a new run with --config {shorten(run.config_path)}")
     run.meta()
     if not run.config_path.is_file() or not run.config_path.read_bytes().strip():
         state = "empty" if run.config_path.is_file() else "missing"
@@ -110,7 +127,7 @@ def train(
     config: Path | None = typer.Option(None, "--config", help="YAML config file (over the mode's preset)."),
     overrides: list[str] = typer.Option([], "--set", help="Dotted override, e.g. --set data.train_batch_size=8 (repeatable)."),
     backend: str | None = typer.Option(None, "--backend", help="auto | torch | verl (default: devops.backend)."),
-    run_dir: Path | None = typer.Option(None, "--run-dir", help="Use exactly this run folder (created if new)."),
+    run_dir_text: str | None = typer.Option(None, "--run-dir", help="Use exactly this run folder (created if new)."),
     resume: bool = typer.Option(False, "--resume",
                                 help="Continue from the newest checkpoint (of --run-dir, or the newest run of this mode)."),
     n_runners: int | None = typer.Option(None, "--n-runners", min=1,
@@ -118,56 +135,67 @@ def train(
     seed: int | None = typer.Option(None, "--seed", help="Random seed (devops.seed)."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="Join an existing Ray cluster (verl backend only)."),
 ) -> int:
-    from core.runs import RunDirectory
-    from core.training.progress import ConsoleProgress, run_summary
-    from core.training.train import check_ray_address, choose_backend, config_for_mode, run_training
+    from core.training.signals import StopRequest
 
-    # Every check comes before the first line of output and before anything is written: bad input is one line.
-    existing = _open_run_dir(run_dir, resume, mode)
-    target = existing
-    try:
-        resolved = existing is not None and config is None
-        if resolved:
-            config = existing.config_path  # a resumed run keeps its own settings (--set still applies)
-        cfg = config_for_mode(
-            mode, config_file=config, overrides=overrides, model=model, seed=seed, backend=backend, n_runners=n_runners,
-            resolved=resolved,
-        )
-        from core.cli.config_cmd import refuse_invalid
+    # Installed before the heavy imports: a Ctrl-C or SIGHUP from now on asks the run to stop (exit 130, status
+    # stopped), instead of a KeyboardInterrupt breaking an import half-way (transformers turns it into an ImportError).
+    with StopRequest() as stop:
+        from core.runs import RunDirectory
+        from core.training.progress import ConsoleProgress, run_summary
+        from core.training.train import check_ray_address, choose_backend, config_for_mode, run_training
 
-        refuse_invalid(cfg)
-        chosen, why = choose_backend(cfg.devops.backend, ray_address)
-        if existing is not None:
-            chosen = existing.meta().get("backend") or chosen  # a run keeps the backend it started with
-        check_ray_address(chosen, ray_address)
-        if chosen == "torch":  # a missing or broken model is a one-line error before any run folder is made
-            from core.training.model_files import check_model_files
-            from core.training.tiny_model import resolve_model_path
-
-            check_model_files(resolve_model_path(cfg.actor_rollout_ref.model.path))
-        if existing is not None:
-            _check_resumable(existing, chosen, cfg)
-            existing.mark_resumed()
-        else:
-            root, run_id = ((run_dir.parent, run_dir.name) if run_dir is not None
-                            else (cfg.devops.runs_dir and Path(cfg.devops.runs_dir), None))
-            target = RunDirectory.create(root or None, mode=mode, backend=chosen, config=cfg, run_id=run_id)
-        log.info(why)
-        if model is None and cfg.actor_rollout_ref.model.path == "builtin:tiny" and mode in ("ci-fast", "test"):
-            log.info("model: the built-in tiny model (builtin:tiny), built locally; pass --model to train another")
-        log.info("run folder: %s", target.path)
+        # Every check comes before the first line of output and before anything is written: bad input is one line.
+        if run_dir_text is not None and not run_dir_text.strip():
+            raise UserError("--run-dir: empty; give a folder (new, or a run's to --resume), or leave the option out")
+        run_dir = Path(run_dir_text) if run_dir_text is not None else None
+        existing = _open_run_dir(run_dir, resume, mode)
+        target = existing
         try:
-            with ConsoleProgress() as progress:
-                run_training(cfg, mode=mode, run_dir=target, resume=resume, progress=progress, ray_address=ray_address)
-        except BaseException as exc:
-            target.undo_resume(str(exc) or type(exc).__name__)  # a no-op once the backend started training
-            raise
-        status = target.meta().get("status")
-        print(run_summary(target.path), file=sys.stdout, flush=True)
-        return 130 if status == "stopped" else 0
-    finally:
-        if target is not None:
-            target.release_lock()  # the process's end would drop it too; a caller in the same process needs it now
+            resolved = existing is not None and config is None
+            if resolved:
+                config = existing.config_path  # a resumed run keeps its own settings (--set still applies)
+            cfg = config_for_mode(
+                mode, config_file=config, overrides=overrides, model=model, seed=seed, backend=backend, n_runners=n_runners,
+                resolved=resolved,
+            )
+            from core.cli.config_cmd import refuse_invalid
+
+            refuse_invalid(cfg)
+            chosen, why = choose_backend(cfg.devops.backend, ray_address)
+            if existing is not None:
+                chosen = existing.meta().get("backend") or chosen  # a run keeps the backend it started with
+            check_ray_address(chosen, ray_address)
+            if chosen == "torch":  # a missing or broken model is a one-line error before any run folder is made
+                from core.training.model_files import check_model_files
+                from core.training.tiny_model import resolve_model_path
+
+                check_model_files(resolve_model_path(cfg.actor_rollout_ref.model.path))
+            if stop:  # stopped while checking: no run is made
+                log.warning("stopped by %s before the run started: nothing was written", stop.signal_name)
+                return 130
+            if existing is not None:
+                _check_resumable(existing, chosen, cfg)
+                existing.mark_resumed()
+            else:
+                root, run_id = ((run_dir.parent, run_dir.name) if run_dir is not None
+                                else (cfg.devops.runs_dir and Path(cfg.devops.runs_dir), None))
+                target = RunDirectory.create(root or None, mode=mode, backend=chosen, config=cfg, run_id=run_id)
+            log.info(why)
+            if model is None and cfg.actor_rollout_ref.model.path == "builtin:tiny" and mode in ("ci-fast", "test"):
+                log.info("model: the built-in tiny model (builtin:tiny), built locally; pass --model to train another")
+            log.info("run folder: %s", target.path)
+            try:
+                with ConsoleProgress() as progress:
+                    run_training(cfg, mode=mode, run_dir=target, resume=resume, progress=progress, ray_address=ray_address)
+            except BaseException as exc:
+                target.undo_resume(str(exc) or type(exc).__name__)  # a no-op once the backend started training
+                raise
+            status = target.meta().get("status")
+            print(run_summary(target.path), file=sys.stdout, flush=True)
+            return 130 if status == "stopped" else 0
+        finally:
+            if target is not None:
+                target.release_lock()  # the process's end would drop it too; a caller in the same process needs it now
 
 
 def sft(

@@ -18,7 +18,7 @@ from typing import Any
 
 from core.errors import UserError, shorten
 from core.files import write_atomic
-from core.runs.lock import RunLock, release_lock
+from core.runs.lock import LOCK_FILE, RunLock, release_lock
 from core.runs.reading import last_step, read_jsonl
 
 STATUSES = ("running", "finished", "failed", "stopped")
@@ -29,6 +29,7 @@ RESUME_FIELDS = ("status", "message", "pid", "host", "ended_at")
 CONFIG_FILE, META_FILE, METRICS_FILE = "config.yaml", "meta.json", "metrics.jsonl"
 SAMPLES_FILE, EVENTS_FILE, LOG_FILE = "samples.jsonl", "events.jsonl", "train.log"
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+META_MAX_BYTES = 2**20  # meta.json is a few hundred bytes; a bigger one is not ours
 VERSION_PACKAGES = ("devops-rl", "torch", "transformers", "verl", "vllm", "trl", "textual")
 
 
@@ -44,12 +45,39 @@ def new_run_id(mode: str, now: float | None = None) -> str:
 
 
 def read_meta(folder: Path) -> dict | None:
-    """A run folder's meta.json; None when it is missing, unreadable or not a JSON object."""
+    """A run folder's meta.json; None when it is missing, unreadable, not a regular file (a FIFO, a link to
+    /dev/zero), larger than META_MAX_BYTES or not a JSON object."""
+    from core.files import read_regular
+
     try:
-        meta = json.loads((Path(folder) / META_FILE).read_text(encoding="utf-8"))
+        meta = json.loads(read_regular(Path(folder) / META_FILE, META_MAX_BYTES))
     except (OSError, ValueError):
         return None
     return meta if isinstance(meta, dict) else None
+
+
+def meta_problem(meta: dict) -> str | None:
+    """What is wrong with meta.json's identity and status (`run_id: null`, `status: 5`), or None: a run whose
+    meta.json says this is not resumed or rewritten, since it no longer says which run it is."""
+    for key in IDENTITY_FIELDS:
+        if not isinstance(meta.get(key), str) or not meta[key]:
+            return f"'{key}' is {shorten(json.dumps(meta.get(key)), 40)}, not a non-empty string"
+    if meta.get("status") not in STATUSES:
+        return f"'status' is {shorten(json.dumps(meta.get('status')), 40)}, not one of {', '.join(STATUSES)}"
+    return None
+
+
+def check_free(path: Path) -> None:
+    """UserError unless folder `path` can take a new run: it must not hold a run (a meta.json), nor files devops-rl did
+    not write (no meta.json says a run owns them: someone's partial run, notes, a copied config), which a new run
+    would overwrite (config.yaml) or append its rows after. Only a writer lock may be there."""
+    if (path / META_FILE).exists() or (path / META_FILE).is_symlink():
+        raise UserError(f"{shorten(path)}: already holds a run; pick another run id or folder")
+    foreign = sorted(entry.name for entry in path.iterdir() if entry.name != LOCK_FILE)
+    if foreign:
+        shown = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4 else "")
+        raise UserError(f"{shorten(path)}: holds files devops-rl did not write ({shown}) and no meta.json; a new run "
+                        "there would overwrite them: pick a new or empty folder")
 
 
 def _finite(value: Any) -> Any:
@@ -111,12 +139,13 @@ class RunDirectory:
                             "characters)")
         path = root / run_id
         writable_dir(root, "the runs folder")
+        if path.is_dir():
+            check_free(path)  # before the lock file is put there: a folder that is not ours is left as it was
         writable_dir(path, "the run folder")
         run = cls(path)
         run.hold_lock()  # before looking for a run there: two processes creating the same folder, one wins
         try:
-            if (path / META_FILE).exists():
-                raise UserError(f"{shorten(path)}: already holds a run; pick another run id or folder")
+            check_free(path)  # again, under the lock: two processes creating the same folder, one wins
             (path / "checkpoints").mkdir(parents=True, exist_ok=True)
             (path / "eval").mkdir(exist_ok=True)
             config_text = config.to_yaml() if hasattr(config, "to_yaml") else str(config)

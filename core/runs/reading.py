@@ -19,7 +19,10 @@ HEAD_BYTES = 64  # the first bytes of a followed file, compared on every poll to
 
 
 def parse_record(line: bytes | str, path: Path | str = "") -> dict | None:
-    """One line as a JSON object; None for a line that is not one (logged at DEBUG with `path`)."""
+    """One line as a JSON object; None for a line that is not one (logged at DEBUG with `path`). A byte-order mark
+    before it (a file saved by an editor that writes one) is not part of the line."""
+    if isinstance(line, str) and line.startswith("\ufeff"):
+        line = line[1:]
     try:
         record = json.loads(line)
     except ValueError:  # UnicodeDecodeError included
@@ -34,13 +37,23 @@ def _records(text: str, path: Path) -> list[dict]:
     return [r for r in (parse_record(line, path) for line in text.split("\n")) if r is not None]
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    """Every complete JSON object in a file ([] if missing); a partial or broken line is skipped."""
+def read_run_file(path: Path) -> bytes:
+    """A run folder's file as bytes; b"" when it is missing or not a regular file (a FIFO or a device put in its
+    place is never waited on nor read forever)."""
+    from core.files import NotRegularFile, open_regular
+
     try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        return []
-    return _records(data.decode("utf-8", "replace"), path)
+        fd = open_regular(path)
+    except (FileNotFoundError, NotRegularFile):
+        return b""
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """Every complete JSON object in a file ([] if missing or not a regular file); a partial or broken line is
+    skipped."""
+    return _records(read_run_file(path).decode("utf-8", "replace"), path)
 
 
 def metric_rows(records: Iterable[dict]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -103,10 +116,12 @@ class FileTail:
     def _take(self) -> tuple[bytes, int]:
         """(data, cut): data[:cut] are the complete lines that arrived since the last call, data[cut:] the
         partial last one, kept for the next call."""
+        from core.files import NotRegularFile, open_regular
+
         try:
-            handle = open(self.path, "rb")
-        except FileNotFoundError:
-            return b"", 0  # not there yet, or deleted: a new file is noticed as a restart
+            handle = os.fdopen(open_regular(self.path), "rb")
+        except (FileNotFoundError, NotRegularFile):
+            return b"", 0  # not there yet, or deleted (a new file is noticed as a restart), or a FIFO: nothing to read
         with handle:
             chunk = self._read(handle.fileno())
         data = self._pending + chunk

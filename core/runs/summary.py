@@ -88,8 +88,10 @@ def _configured_steps(folder: str, mtime: int) -> int | None:
     """trainer.total_training_steps of a run's config.yaml (cached per file version: listings repeat every few s)."""
     import yaml
 
+    from core.files import read_regular
+
     try:
-        config = yaml.safe_load((Path(folder) / CONFIG_FILE).read_text(encoding="utf-8")) or {}
+        config = yaml.safe_load(read_regular(Path(folder) / CONFIG_FILE).decode("utf-8")) or {}
     except (OSError, ValueError, yaml.YAMLError):
         return None
     value = (config.get("trainer") or {}).get("total_training_steps") if isinstance(config, dict) else None

@@ -15,7 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from core.errors import UserError
+from core.errors import UserError, shorten
+from core.files import read_regular
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,10 @@ def save_checkpoint(
     tmp = root / f".global_step_{step}.tmp-{os.getpid()}"
     for stale in root.glob(".global_step_*.tmp-*"):  # a save cut short by a crash; one writer per run, so not live
         shutil.rmtree(stale, ignore_errors=True)
-    tmp.mkdir()
+    from safetensors import SafetensorError
+
     try:
+        tmp.mkdir()
         from core.training.tiny_model import quiet_progress_bars
 
         with quiet_progress_bars():
@@ -112,6 +115,14 @@ def save_checkpoint(
         (tmp / STATE_FILE).write_text(json.dumps({**trainer_state, "global_step": step}, indent=2) + "\n", encoding="utf-8")
         shutil.rmtree(target, ignore_errors=True)  # an incomplete leftover from a crash
         os.rename(tmp, target)
+    except (OSError, SafetensorError, RuntimeError) as exc:
+        if isinstance(exc, RuntimeError) and not any(s in str(exc) for s in ("inline_container", "writ")):
+            raise  # only torch.save's stream writer failing (a full disk says "unexpected pos ..."), not any RuntimeError
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).strip().splitlines()[0]
+        free = shutil.disk_usage(root).free / 2**20
+        raise UserError(f"{shorten(root)}: cannot write the checkpoint of step {step} ({shorten(reason, 80)}; "
+                        f"{free:.1f} MiB free there); free space (or lower devops.keep_checkpoints), then --resume from "
+                        "the last checkpoint") from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     (root / LATEST_FILE).write_text(f"{step}\n", encoding="utf-8")
@@ -141,5 +152,22 @@ def load_checkpoint(folder: Path, *, optimizer, scheduler) -> dict[str, Any]:
     except pickle.UnpicklingError as exc:
         raise UserError(f"{folder}: the optimizer or scheduler state holds more than tensors and plain data, so it is "
                         f"not loaded ({str(exc).splitlines()[0]}); resume from another checkpoint") from None
-    set_rng_state(json.loads((folder / RNG_FILE).read_text(encoding="utf-8")))
-    return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+    try:
+        set_rng_state(_json_object(folder / RNG_FILE))
+    except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as exc:
+        what = f"no {exc}" if isinstance(exc, KeyError) else shorten(str(exc).splitlines()[0] if str(exc) else exc, 80)
+        raise UserError(f"{shorten(folder / RNG_FILE)}: not the random-generator state this version writes ({what}); "
+                        "resume from another checkpoint") from None
+    return _json_object(folder / STATE_FILE)
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    """A checkpoint's JSON file as an object; UserError naming it when it is not readable JSON or not an object."""
+    try:
+        data = json.loads(read_regular(path))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{shorten(path)}: not readable JSON ({shorten(exc, 80)}); resume from another checkpoint") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{shorten(path)}: holds a JSON {type(data).__name__}, not an object; resume from another "
+                        "checkpoint")
+    return data

@@ -29,10 +29,13 @@ def check_model_files(folder: Path) -> None:
         if not path.is_file():
             continue
         try:
-            json.loads(path.read_bytes())
+            data = json.loads(path.read_bytes())
         except (OSError, ValueError) as exc:
             raise UserError(f"{shorten(path)}: not a readable JSON file ({shorten(exc, 100)}); restore the model's "
                             "files (save_pretrained writes them)") from None
+        if not isinstance(data, dict):
+            raise UserError(f"{shorten(path)}: holds a JSON {type(data).__name__}, not an object; restore the model's "
+                            "files (save_pretrained writes them)")
     for path in sorted(folder.glob("*.safetensors")):
         try:
             with safe_open(str(path), "pt"):

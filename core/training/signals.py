@@ -1,6 +1,9 @@
-"""Stopping a training run by signal: SIGINT/SIGTERM become a stop request the run can finish cleanly.
+"""Stopping a training run by signal: SIGINT, SIGTERM and SIGHUP (an SSH session closing) become a stop request the
+run can finish cleanly.
 
 Both backends stop the same way: the first signal asks, the run saves and marks itself "stopped"; a second aborts.
+A request made under an outer `StopRequest` (the train command's, installed before its heavy imports) carries over
+to the inner one the backend enters later, so a Ctrl-C during start-up stops the run, never breaks an import.
 """
 
 from __future__ import annotations
@@ -12,9 +15,13 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_active: list[StopRequest] = []  # the StopRequests entered in the main thread, innermost last
+
 
 class StopRequest:
-    """`with StopRequest() as stop:` routes SIGINT and SIGTERM to this object for the block, then restores the handlers.
+    """`with StopRequest() as stop:` routes SIGINT, SIGTERM and SIGHUP to this object for the block, then restores the
+    handlers. Entered inside another one, it starts with the outer one's request (if a signal came already).
 
     By default the first signal only sets a flag (`bool(stop)`, `stop.signal_name`) that a loop checks between
     phases, and a second one aborts at once with KeyboardInterrupt. With `interrupt=True` the first signal raises
@@ -36,15 +43,21 @@ class StopRequest:
         self.signal_name = signal.Signals(signum).name
         if self.interrupt:
             raise KeyboardInterrupt
-        log.warning("%s received: stopping after saving a checkpoint (press Ctrl-C again to abort now)", self.signal_name)
+        log.warning("%s received: stopping (a run saves its progress first; press Ctrl-C again to abort now)",
+                    self.signal_name)
 
     def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            if _active and _active[-1].signal_name is not None:
+                self.signal_name = _active[-1].signal_name
+            for sig in STOP_SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
+            _active.append(self)
         return self
 
     def __exit__(self, *exc) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+        if self in _active:
+            _active.remove(self)

@@ -69,6 +69,32 @@ def _verl_node(parts: list[str]):
     return True, node
 
 
+def verl_value_problem(value: Any, default: Any) -> str | None:
+    """What is wrong with `value` for a verl key this project does not model, judged by the type of verl's default
+    (as verl's dataclass configs would refuse it): a number for a number (finite: verl's maths has no use for inf or
+    NaN), true/false for a flag, text for text, a list for a list. None when it fits, or verl's default is null or an
+    interpolation (`${oc.select:...}`: its type is another key's) or `value` is null (verl's own default applies)."""
+    if value is None or default is None or (isinstance(default, str) and default.startswith("${")):
+        return None
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "verl expects true or false here"
+    if isinstance(default, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"verl expects a number here (its default is {default})"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"verl expects a finite number here (its default is {default})"
+        if isinstance(default, int) and isinstance(value, float) and not value.is_integer():
+            return f"verl expects a whole number here (its default is {default})"
+        return None
+    if isinstance(default, str):
+        return None if isinstance(value, str) else f"verl expects text here (its default is {default!r})"
+    if isinstance(default, list):
+        return None if isinstance(value, list) else f"verl expects a list here (its default is {default})"
+    if isinstance(default, dict):
+        return None if isinstance(value, dict) else "verl expects a mapping here"
+    return None
+
+
 # ---- reading the layers -----------------------------------------------------------------------------
 
 
@@ -194,6 +220,9 @@ def _separate_verl_keys(data: dict, origins: dict[str, _Layer]) -> None:
                 for key, sub in value.items():
                     unknown(f"{path}.{key}", sub)
             else:
+                problem = verl_value_problem(value, verl_node)
+                if problem:
+                    raise UserError(f"{layer.where(path)}: {path}: {shorten(repr(value), 60)}: {problem}")
                 overrides[path] = value
             return
         parent = ".".join(parts[:-1])
@@ -278,7 +307,7 @@ def load_config(preset: str = "default", config_file: Path | None = None, overri
     _merge(data, *_preset_layer(preset), origins)
     if config_file is not None:
         path = Path(config_file)
-        if not path.exists():
+        if not path.exists() and not path.is_symlink():  # a symlink loop is read, and named as one
             raise UserError(f"{shorten(path)}: no such config file; create one with 'devops-rl config export -o "
                             f"{shorten(path.name, 40)}'")
         _merge(data, *_read_layer(read_text(path, "config file"), str(path)), origins)
