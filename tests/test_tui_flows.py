@@ -270,13 +270,14 @@ async def test_config_edit_box_follows_undo_and_preset_changes_and_a_missing_mod
         key = "data.train_batch_size"
         table.move_cursor(row=screen.row_keys.index(key))
         screen.set_value(key, "2")
-        assert value.value == "2"
+        await wait_for(pilot, lambda: value.value == "2", what="the new value")
         await pilot.press("ctrl+z")  # reset the key: the edit box shows the preset's value again
         await wait_for(pilot, lambda: value.value == str(screen.preset_values[key]), what="the reset value")
         screen.query_one("#config-preset").value = "default"
         await wait_for(pilot, lambda: screen.preset == "default" and value.value == str(screen.values[key]),
                        what="the preset's value")
         screen.set_value("actor_rollout_ref.model.path", str(tmp_path / "no-such-model"))
+        await wait_for(pilot, lambda: not screen.checking, what="the model check")
         message = str(screen.query_one("#config-message").render())
         assert "no such model folder" in message and "valid" not in str(screen.query_one("#config-status").render())
 

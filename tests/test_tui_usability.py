@@ -1,0 +1,103 @@
+"""Pilot tests of what a new user hit in the cockpit (issue 24) and of the Config screen's checks running off the
+UI thread: each drives the real app the way a user types, against real run folders.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from devops_tui.app import CockpitApp
+from tests.conftest import wait_for
+
+
+def burst(app, keys: list[tuple[str, str]]) -> None:
+    """Keys as a terminal delivers a fast burst: all queued at once (`pilot.press` waits after each key)."""
+    from textual import events
+
+    for key, character in keys:
+        event = events.Key(key, character)
+        event.set_sender(app)
+        app._driver.send_message(event)
+
+
+async def open_config(pilot):
+    await pilot.press("3")
+    screen = pilot.app.screen
+    await wait_for(pilot, lambda: bool(screen.keys) and not getattr(screen, "checking", False), timeout=60, what="config keys")
+    return screen
+
+
+async def edit(pilot, screen, key: str, text: str) -> None:
+    table = screen.query_one("#config-table")
+    table.focus()
+    table.move_cursor(row=screen.row_keys.index(key))
+    await pilot.press("enter")
+    screen.query_one("#config-value").value = ""
+    await pilot.press(*text, "enter")
+    await wait_for(pilot, lambda: not getattr(screen, "checking", False), what="the edit to be checked")
+
+
+async def test_a_refused_edit_does_not_block_launch_and_a_refused_launch_says_why(tmp_path, monkeypatch):
+    """Issue 24 item 1: after `data.train_batch_size=abc` was refused the config in force is valid, so ctrl+l
+    launches; a launch refused names the problem instead of 'fix the config problems first'."""
+    import devops_tui.launcher as launcher
+    from core.errors import UserError
+
+    launched = []
+
+    def refuse(mode, runs_root, **kwargs):
+        launched.append(mode)
+        raise UserError(f"{runs_root}/x: pid 1 on box is writing this run; one writer per run folder")
+
+    monkeypatch.setattr(launcher, "launch", refuse)
+    app = CockpitApp(runs_root=tmp_path / "runs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_config(pilot)
+        await edit(pilot, screen, "data.train_batch_size", "abc")
+        assert "valid" in str(screen.query_one("#config-status").render())
+        await pilot.press("ctrl+l")
+        await wait_for(pilot, lambda: launched, what="the launch to be tried")
+        assert "not applied" in str(screen.query_one("#config-message").render())
+        await wait_for(pilot, lambda: any("one writer per run folder" in n.message for n in app._notifications),
+                       what="the refusal")
+        assert app.screen is screen  # still here, not crashed
+        await pilot.press("ctrl+z")  # undoing the refused edit clears its message
+        assert "not applied" not in str(screen.query_one("#config-message").render())
+        await edit(pilot, screen, "actor_rollout_ref.rollout.n", "1")
+        await pilot.press("ctrl+l")
+        await wait_for(pilot, lambda: any("not launched: actor_rollout_ref.rollout.n" in n.message
+                                          for n in app._notifications), what="the named problem")
+        assert len(launched) == 1
+
+
+async def test_config_checks_run_off_the_ui_thread(tmp_path, monkeypatch):
+    """Issue 23 item 3: validation (it reads the task set) runs in a worker; the screen shows its outcome."""
+    import core.training.config as config
+
+    threads = []
+    real = config.validate
+
+    def validate(cfg, *args, **kwargs):
+        threads.append(threading.current_thread())
+        return real(cfg, *args, **kwargs)
+
+    monkeypatch.setattr(config, "validate", validate)
+    app = CockpitApp(runs_root=tmp_path / "runs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_config(pilot)
+        await edit(pilot, screen, "actor_rollout_ref.actor.optim.lr", "2e-6")
+        assert "optim.lr" in str(screen.query_one("#config-diff").render())
+    assert len(threads) >= 2 and threading.main_thread() not in threads
+
+
+async def test_a_key_burst_after_enter_goes_whole_into_the_edit_box(tmp_path):
+    """Issue 24 item 9: Enter then `5e-5` typed at once replaces the value (it was garbled into `5-0.0`)."""
+    app = CockpitApp(runs_root=tmp_path / "runs")
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_config(pilot)
+        table, value = screen.query_one("#config-table"), screen.query_one("#config-value")
+        table.focus()
+        table.move_cursor(row=screen.row_keys.index("actor_rollout_ref.actor.optim.lr"))
+        burst(app, [("enter", "\r"), ("5", "5"), ("e", "e"), ("minus", "-"), ("5", "5")])
+        await wait_for(pilot, lambda: value.value == "5e-5", what=f"5e-5 in the box (it holds {value.value!r})")
+        assert app.screen is screen
