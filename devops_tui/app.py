@@ -150,11 +150,14 @@ class CockpitApp(App[None]):
                 self.exit()
             elif choice == "leave":
                 self.exit()
+            else:
+                self.notify("quit cancelled: the cockpit stays open", timeout=3)
 
         self.push_screen(
             ConfirmScreen(
                 f"{len(running)} run(s) started here still going: {names}",
                 choices=[("stop", "Stop and quit"), ("leave", "Leave running, quit"), ("cancel", "Cancel")],
+                default="leave",  # Enter never stops a run by accident: the runs go on, as they do when started elsewhere
             ),
             decide,
         )

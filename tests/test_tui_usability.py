@@ -101,3 +101,33 @@ async def test_a_key_burst_after_enter_goes_whole_into_the_edit_box(tmp_path):
         burst(app, [("enter", "\r"), ("5", "5"), ("e", "e"), ("minus", "-"), ("5", "5")])
         await wait_for(pilot, lambda: value.value == "5e-5", what=f"5e-5 in the box (it holds {value.value!r})")
         assert app.screen is screen
+
+
+async def test_confirm_dialogs_press_the_highlighted_answer_and_say_when_cancelled(tmp_path):
+    """Issue 24 item 2: Enter presses the highlighted button (Stop run was styled primary while Enter pressed the
+    focused Cancel); arrows move the highlight, y/n/Esc answer, and a cancel is acknowledged."""
+    from textual.widgets import Button
+
+    from devops_tui.screens.confirm import ConfirmScreen
+
+    app = CockpitApp(runs_root=tmp_path / "runs")
+    answers = []
+    async with app.run_test(size=(100, 30)) as pilot:
+        for keys, expected in ((["enter"], "stop"), (["right", "enter"], "cancel"), (["right", "left", "enter"], "stop"),
+                               (["y"], "stop"), (["n"], None), (["escape"], None)):
+            dialog = ConfirmScreen("Stop run x?", choices=[("stop", "Stop run"), ("cancel", "Cancel")], default="stop")
+            app.push_screen(dialog, answers.append)
+            await wait_for(pilot, lambda dialog=dialog: app.screen is dialog and dialog.highlighted, what="the dialog")
+            primary = [b.id for b in dialog.query(Button).results(Button) if b.variant == "primary"]
+            assert primary == [f"choice-{dialog.highlighted}"]  # what looks chosen is what Enter presses
+            await pilot.press(*keys)
+            await wait_for(pilot, lambda dialog=dialog: app.screen is not dialog, what=f"{keys} to answer")
+            assert answers[-1] == expected, keys
+
+        from devops_tui.actions import confirm_and_stop
+
+        confirm_and_stop(app, tmp_path / "runs" / "r1", {"status": "running", "pid": 1})
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the stop question")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: any("not stopped: r1" in n.message for n in app._notifications),
+                       what="the cancel to be acknowledged")
