@@ -131,3 +131,46 @@ async def test_confirm_dialogs_press_the_highlighted_answer_and_say_when_cancell
         await pilot.press("n")
         await wait_for(pilot, lambda: any("not stopped: r1" in n.message for n in app._notifications),
                        what="the cancel to be acknowledged")
+
+
+async def open_live(pilot, tab_key: str | None = None):
+    live = pilot.app.screen
+    await wait_for(pilot, lambda: live.state.rows_seen > 0 and live.query("#charts-rewards"), what="the run's rows")
+    if tab_key:
+        await pilot.press(tab_key)
+    return live
+
+
+async def test_escape_leaves_an_input_and_the_metrics_tab_takes_what_is_typed(tmp_path):
+    """Issue 24 item 3: typing `entropy` on the Metrics tab filters (its `e` opened Results); Esc leaves the box
+    and the screen keys work again (1-6 were typed into it)."""
+    from tests.test_tui_snapshots import write_run
+
+    run = write_run(tmp_path / "runs")
+    app = CockpitApp(runs_root=tmp_path / "runs", attach=run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        live = await open_live(pilot, "k")
+        table = live.query_one("MetricsTable")
+        await wait_for(pilot, lambda: len(table.rows) > 30, what="the metrics table")
+        await pilot.press(*"entropy")
+        assert app.screen is live and table.words == "entropy"
+        await wait_for(pilot, lambda: [row[0] for row in table.rows] == ["actor/entropy"], what="the filtered rows")
+        await pilot.press("escape", "1")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunsScreen", what="1 to reach the Runs screen")
+        assert table.words == "entropy"
+
+
+async def test_metrics_tab_first_paint_shows_whole_names_and_every_column(tmp_path):
+    """Issue 24 item 4: the first paint cut keys to 12 characters and left out mean and step."""
+    from tests.conftest import text_of
+    from tests.test_tui_snapshots import write_run
+
+    run = write_run(tmp_path / "runs")
+    app = CockpitApp(runs_root=tmp_path / "runs", attach=run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        live = await open_live(pilot, "k")
+        table = live.query_one("MetricsTable")
+        await wait_for(pilot, lambda: len(table.rows) > 30, what="the metrics table")
+        await pilot.pause(0.2)
+        shown = text_of(live.query_one("#metrics-table"), width=120)
+        assert "actor/perf/max_memory_allocated_gb" in shown and "mean" in shown.splitlines()[0]

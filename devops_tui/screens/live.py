@@ -263,6 +263,8 @@ class LiveScreen(Screen):
         await self._fill_tab(tab)
         if tab == "tab-samples":  # after the tab is on screen: the focus moves in the next frame
             self.call_after_refresh(self.query_one(SampleInspector).query_one("#samples-table").focus)
+        elif tab == "tab-metrics":  # a search tab: what is typed filters (Esc gives the keys back)
+            self.set_focus(self.query_one("#metrics-filter"))
         if tab in self._shown_tabs:
             # The tab appears at once with what it drew last time; its new data follows in the next frame.
             self.call_after_refresh(self.redraw)
