@@ -133,6 +133,12 @@ async def test_confirm_dialogs_press_the_highlighted_answer_and_say_when_cancell
                        what="the cancel to be acknowledged")
 
 
+def screen_text(app, region) -> str:
+    """The characters the terminal shows in `region` (what a user reads, after clipping)."""
+    strips = app.screen._compositor.render_strips()
+    return "\n".join(strips[y].text[region.x:region.right] for y in range(region.y, region.bottom))
+
+
 async def open_live(pilot, tab_key: str | None = None):
     live = pilot.app.screen
     await wait_for(pilot, lambda: live.state.rows_seen > 0 and live.query("#charts-rewards"), what="the run's rows")
@@ -174,3 +180,71 @@ async def test_metrics_tab_first_paint_shows_whole_names_and_every_column(tmp_pa
         await pilot.pause(0.2)
         shown = text_of(live.query_one("#metrics-table"), width=120)
         assert "actor/perf/max_memory_allocated_gb" in shown and "mean" in shown.splitlines()[0]
+
+
+async def test_the_warm_start_shows_in_the_header_and_on_the_charts(tmp_path):
+    """Issue 24 item 5: for the ~85 s of the SFT warm-start the header said `step -/? ETA -` and every chart
+    `waiting for data`; the trainer's `warmstart` events now show as `warm-start 312/600, loss 0.41`."""
+    import json
+    import os
+
+    from core.training.sft import warmstart_reporter
+
+    class Folder:  # the one method of RunDirectory the reporter uses, writing the same line
+        def __init__(self, path):
+            self.path = path
+
+        def event(self, kind, **fields):
+            with open(self.path / "events.jsonl", "a") as out:
+                out.write(json.dumps({"time": "2026-11-30T17:00:00+00:00", "event": kind, **fields}) + "\n")
+
+    run = tmp_path / "runs" / "20261130-170000-ci-fast-warm"
+    run.mkdir(parents=True)
+    (run / "meta.json").write_text(json.dumps({"run_id": run.name, "backend": "torch", "mode": "ci-fast",
+                                               "status": "running", "pid": os.getpid(), "host": os.uname().nodename}))
+    report = warmstart_reporter(Folder(run))
+    report({"step": 312, "total_steps": 600, "loss": 0.4123})
+    app = CockpitApp(runs_root=tmp_path / "runs", attach=run)
+    async with app.run_test(size=(120, 40)) as pilot:
+        live = app.screen
+        title = live.query_one("#live-title")
+        await wait_for(pilot, lambda: "warm-start 312/600, loss 0.41" in str(title.render()), what="the header")
+        assert "step -/?" not in str(title.render()) and "ETA" not in str(title.render())
+        await wait_for(pilot, lambda: live.query("#charts-rewards"), what="the charts")
+        panel = live.query_one("#charts-rewards")
+        live.redraw()
+        await wait_for(pilot, lambda: panel.charts[0].draws > 0, what="a chart drawing")
+        assert panel.charts[0].waiting == "warm-start 312/600, loss 0.41"
+        lines = panel.charts[0].lines(50, 8, panel._styles(), panel.rich_style, app.theme)
+        assert any("warm-start 312/600" in line.text for line in lines)
+
+
+async def test_80x24_sample_table_keeps_reward_and_advantage_digits_and_routine_events_do_not_toast(tmp_path):
+    """Issue 24 item 7: at 80x24 the table lost the advantage column and showed every reward as `0.0` (at 120
+    columns the advantage read `-0.`); checkpoint, validation and alert toasts covered half the detail pane."""
+    import json
+
+    from tests.test_tui_snapshots import write_run
+
+    run = write_run(tmp_path / "runs")
+    for size in ((80, 24), (120, 40)):
+        app = CockpitApp(runs_root=tmp_path / "runs", attach=run)
+        async with app.run_test(size=size) as pilot:
+            live = await open_live(pilot, "m")
+            inspector = live.query_one("SampleInspector")
+            await wait_for(pilot, lambda inspector=inspector: inspector.step == 40, what="the samples")
+            await pilot.pause(0.2)
+            table = inspector.query_one("#samples-table")
+            shown = screen_text(app, table.content_region)
+            assert "0.500" in shown and "-0.90" in shown and "+0.90" in shown, (size, shown)
+            if size == (80, 24):
+                with open(run / "events.jsonl", "a") as events:
+                    for event in ({"event": "checkpoint", "step": 40, "path": "x"},
+                                  {"event": "validation", "step": 40, "score": 0.5, "n": 4},
+                                  {"event": "alert", "check": "clip_ratio", "level": "warning", "step": 40,
+                                   "series": "response_length/clip_ratio", "message": "cut"},
+                                  {"event": "stopped", "step": 40}):
+                        events.write(json.dumps(event) + "\n")
+                await wait_for(pilot, lambda app=app: any("stopped" in n.message for n in app._notifications),
+                               what="the stop notice")
+                assert [n.message for n in app._notifications] == ["stopped: step 40"]

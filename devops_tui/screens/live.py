@@ -27,7 +27,7 @@ from devops_tui.livecharts import CHART_TABS, memory_keys, memory_label, penalty
 from devops_tui.messages import RunDataReady
 from devops_tui.runfeed import LOG_LINES_KEPT, RunFeed, follow_feed
 from devops_tui.runstate import RunState
-from devops_tui.widgets.chart import SMOOTHING_STEPS, ZOOM_STEPS, Chart, ChartPanel, ChartView
+from devops_tui.widgets.chart import SMOOTHING_STEPS, WAITING, ZOOM_STEPS, Chart, ChartPanel, ChartView
 from devops_tui.widgets.footer import CockpitFooter
 from devops_tui.widgets.inspector import SampleInspector
 from devops_tui.widgets.tables import AlertHistory, MetricsTable, metrics_csv
@@ -41,7 +41,9 @@ TABS = (("tab-rewards", "[u]R[/u]ewards"), ("tab-training", "[u]T[/u]raining"), 
         ("tab-log", "[u]L[/u]og"))
 
 
-NOTIFY_EVENTS = ("checkpoint", "validation", "warning", "finished", "failed", "stopped", "alert")
+NOTIFY_EVENTS = ("warning", "finished", "failed", "stopped")  # alerts are not among them: the alert bar shows them
+QUIET_EVENTS = ("checkpoint", "validation")  # every few steps: a short toast only where it covers little
+QUIET_MIN_WIDTH = 100
 
 
 def describe_event(event: dict) -> str:
@@ -63,8 +65,8 @@ def alert_lines(alerts: list[Alert], limit: int = ALERT_LINES) -> Text:
         text.append("✖ " if alert.level == "error" else "⚠ ", style="bold")
         text.append(alert.message)
     if len(alerts) > len(shown):
-        text.append(f"\n… {len(alerts) - len(shown)} more: a (Alerts tab)" + ("; x acknowledges errors"
-                                                                              if any(a.level == "error" for a in alerts) else ""))
+        text.append(f"\n… {len(alerts) - len(shown)} more: a (Alerts tab)")
+    text.append("  x: acknowledge", style="dim")
     return text
 
 
@@ -109,7 +111,7 @@ class LiveScreen(Screen):
         Binding("k", "show_tab('tab-metrics')", "Metrics tab", id="live.metrics", show=False),
         Binding("a", "show_tab('tab-alerts')", "Alerts tab", id="live.alerts", show=False),
         Binding("l", "show_tab('tab-log')", "Log tab", id="live.log", show=False),
-        Binding("x", "acknowledge", "Ack errors", id="live.acknowledge"),
+        Binding("x", "acknowledge", "Ack alerts", id="live.acknowledge"),
         Binding("w", "smoothing", "Smoothing", id="live.smoothing", show=False),
         Binding("g", "log_scale", "Log scale", id="live.log_scale", show=False),
         Binding("z", "zoom", "Zoom steps", id="live.zoom", show=False),
@@ -155,7 +157,10 @@ class LiveScreen(Screen):
         await self._mounting[tab]
 
     async def _mount_tab(self, tab: str) -> None:
-        pane = self.query_one(f"#{tab}", TabPane)
+        panes = self.query(f"#{tab}").results(TabPane)
+        pane = next(panes, None)
+        if pane is None:  # the app is closing: the premount woke up after the screen's widgets were removed
+            return
         if tab in CHART_TABS:
             charts = [Chart(title, keys, unit=unit) for title, keys, unit in CHART_TABS[tab]]
             await pane.mount(VerticalScroll(ChartPanel(charts, id=f"charts-{tab.removeprefix('tab-')}"),
@@ -233,9 +238,11 @@ class LiveScreen(Screen):
         first = not self._events_seen
         if self._events_seen:  # lifecycle news as it happens (not the history read on attaching)
             for event in update.events:
-                if event.get("event") in NOTIFY_EVENTS:
-                    bad = event["event"] == "failed" or event.get("level") == "error"
-                    self.notify(describe_event(event), severity="error" if bad else "information")
+                kind = event.get("event")
+                if kind in NOTIFY_EVENTS:
+                    self.notify(describe_event(event), severity="error" if kind == "failed" else "information")
+                elif kind in QUIET_EVENTS and self.size.width >= QUIET_MIN_WIDTH:
+                    self.notify(describe_event(event), timeout=2)
         self._events_seen = True
         self.state.apply(update)
         if update.log_lines:
@@ -302,7 +309,8 @@ class LiveScreen(Screen):
         series = state.series
         if tab in CHART_TABS:
             for panel in self.query_one(f"#{tab}").query(ChartPanel).results(ChartPanel):
-                panel.set_series(series, lambda chart: self._chart_keys(chart, series), view=self.view)
+                panel.set_series(series, lambda chart: self._chart_keys(chart, series), view=self.view,
+                                 waiting=state.warmstart_text() or WAITING)
         elif tab == "tab-metrics":
             for table in self.query(MetricsTable).results(MetricsTable):
                 table.show(state.figures(), state.exact())
@@ -341,13 +349,17 @@ class LiveScreen(Screen):
             status = f"failed: {failure.message.split(': ', 1)[-1]}"  # it never wrote a meta.json
         parts = [Text(self.feed.name if self.feed else "-", style="bold")]
         parts.append(Text(f" {status}{' (started here)' if launched else ''}"))
-        parts.append(Text(f"  step {step if step is not None else '-'}/{total or '?'}"))
+        warmstart = state.warmstart_text()
+        if warmstart is not None:  # before step 1: the SFT warm-start's own progress, not `step -/?`
+            parts.append(Text(f"  {warmstart}"))
+        else:
+            parts.append(Text(f"  step {step if step is not None else '-'}/{total or '?'}"))
         epoch = state.latest.get("training/epoch")
         if epoch is not None and epoch == epoch:
             shown = int(epoch) if float(epoch).is_integer() else format_number(epoch, style="compact")
             parts.append(Text(f"  epoch {shown}"))
         running = state.status() == "running"
-        if running:
+        if running and warmstart is None:
             parts.append(Text(f"  ETA {format_duration(state.eta_seconds(), parts=2)}"))
         key = state.reward_key()
         if key:
@@ -356,7 +368,9 @@ class LiveScreen(Screen):
         bar = self.query_one("#live-progress", ProgressBar)
         # No endless loading bar for a dead run; none at all where the header needs the room.
         bar.display = not self.has_class("-narrow") and (bool(total) or (running and failure is None))
-        if total:
+        if warmstart is not None:
+            bar.update(total=state.warmstart.get("total_steps"), progress=state.warmstart.get("step"))
+        elif total:
             bar.update(total=total, progress=min(step or 0, total))
         self._alerts = state.shown_alerts([failure] if failure is not None else None)
         box = self.query_one("#live-alerts", Static)
@@ -371,7 +385,7 @@ class LiveScreen(Screen):
 
     def action_acknowledge(self) -> None:
         count = self.state.acknowledge(self._alerts)
-        self.notify(f"{count} error(s) acknowledged; the Alerts tab keeps them" if count else "no errors to acknowledge")
+        self.notify(f"{count} alert(s) acknowledged; the Alerts tab keeps them" if count else "no alerts to acknowledge")
         self._update_head()
 
     def _set_view(self, **changes) -> None:

@@ -208,6 +208,7 @@ class SampleInspector(Widget):
         self.follow = True  # show each new step as it arrives, until the user moves away from the latest
         self.view = VIEWS[0]
         self.occurrences: tuple[str, list] | None = None
+        self._columns: list[tuple[str, int]] = []
         self.loads = 0
 
     def compose(self) -> ComposeResult:
@@ -219,9 +220,40 @@ class SampleInspector(Widget):
                 yield Static("", id="samples-body")
 
     def on_mount(self) -> None:
+        self._size_columns()
+
+    def on_resize(self, event) -> None:
+        self._size_columns()
+
+    def _size_columns(self) -> None:
+        """Reward and advantage whole (`0.500`, `+0.90`), the task id takes what is left, the group only where it
+        fits (the detail pane names it): a table wider than its pane cut the advantage and showed `0.0`."""
         table = self.query_one("#samples-table", DataTable)
-        for label, width in (("task", 14), ("grp", 4), ("reward", 6), ("adv", 6)):
+        room = self.query_one("#samples-left").size.width - 2 - 2 * table.cell_padding  # the scrollbar, padding
+        columns = [("task", 0), ("grp", 4), ("reward", 6), ("adv", 5)]
+        if room < 29:  # a task id under 8 characters is no use
+            columns.remove(("grp", 4))
+        room -= sum(w for _, w in columns) + 2 * table.cell_padding * (len(columns) - 1)
+        columns[0] = ("task", max(6, room))
+        if columns == self._columns:
+            return
+        self._columns = columns
+        table.clear(columns=True)
+        for label, width in columns:
             table.add_column(label, width=width)
+        self._fill_rows()
+
+    def _fill_rows(self) -> None:
+        table = self.query_one("#samples-table", DataTable)
+        row = table.cursor_row
+        table.clear()
+        task_width = self._columns[0][1]
+        for sample in self.samples:
+            cells = {"task": str(sample.get("task_id") or "?")[:task_width], "grp": str(sample.get("group") or "")[:4],
+                     "reward": _num(sample.get("reward")), "adv": _num(sample.get("advantage"), 2, signed=True)}
+            table.add_row(*(cells[label] for label, _ in self._columns))
+        if self.samples:
+            table.move_cursor(row=min(max(row, 0), len(self.samples) - 1))
 
     def attach(self, source) -> None:
         """Follow another run's samples (None: the run has none)."""
@@ -265,14 +297,7 @@ class SampleInspector(Widget):
                      + ("" if self.follow else " · end: latest"))
         if not changed:
             return
-        table = self.query_one("#samples-table", DataTable)
-        row = table.cursor_row
-        table.clear()
-        for sample in self.samples:
-            table.add_row(str(sample.get("task_id") or "?")[:14], str(sample.get("group") or "")[:4],
-                          _num(sample.get("reward")), _num(sample.get("advantage"), 2, signed=True))
-        if self.samples:
-            table.move_cursor(row=min(max(row, 0), len(self.samples) - 1))
+        self._fill_rows()
         self.show()
 
     def on_prompt_loaded(self, message: PromptLoaded) -> None:
