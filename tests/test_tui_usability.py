@@ -248,3 +248,33 @@ async def test_80x24_sample_table_keeps_reward_and_advantage_digits_and_routine_
                 await wait_for(pilot, lambda app=app: any("stopped" in n.message for n in app._notifications),
                                what="the stop notice")
                 assert [n.message for n in app._notifications] == ["stopped: step 40"]
+
+
+async def test_compare_tabs_have_keys_and_three_runs_fit_at_120_columns(tmp_path):
+    """Issue 24 item 8: no key reached Curves / Config diff / Eval; with three runs the third config column was
+    off-screen at 120 columns; the legend cut the first run's value."""
+    from tests.test_tui_snapshots import write_run
+
+    root = tmp_path / "runs"
+    runs = [write_run(root, run_id=f"20261130-17000{i}-ci-fast-000{i}", status=status)
+            for i, status in enumerate(("finished", "stopped", "finished"))]
+    app = CockpitApp(runs_root=root)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.compare_runs(runs)
+        screen = app.screen
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "CompareScreen" and len(app.screen.runs) == 3,
+                       what="three runs")
+        screen = app.screen
+        tabs = screen.query_one("#compare-tabs")
+        chart = screen.query_one("#compare-chart")
+        await wait_for(pilot, lambda: chart.chart.draws > 0 and all(chart.chart._series), what="the chart")
+        legend = screen_text(app, chart.region)
+        assert legend.count("0.684") == 3, legend  # every run's latest reward, the first one's too
+        for key, tab in (("f", "tab-config"), ("v", "tab-eval"), ("c", "tab-curves"), ("f", "tab-config")):
+            await pilot.press(key)
+            await wait_for(pilot, lambda tab=tab: tabs.active == tab, what=f"{key} to open {tab} ({app.focused})")
+        table = screen.query_one("#compare-config")
+        await wait_for(pilot, lambda: table.row_count > 0, what="the config diff")
+        await pilot.pause(0.2)
+        shown = screen_text(app, table.region)
+        assert all(run.name[-8:] in shown for run in runs), shown

@@ -169,7 +169,13 @@ class Chart:
         share = max(4, width // len(legend) - 1)
         second = []
         for text, style in legend:
-            second += [Segment(text if len(text) <= share else text[: share - 1] + "…", style), Segment(" ", base)]
+            if len(text) > share:  # the label gives way, never the value
+                label, _, value = text.rpartition(" ")
+                room = max(share - len(value) - 2, 0)
+                # A run name cut from the left (`…ci-fast-5e1f`) keeps its end, the part that tells runs apart.
+                label = "…" + label[len(label) - room:] if label.startswith("…") else label[:room] + "…"
+                text = f"{label} {value}"[-share:]
+            second += [Segment(text, style), Segment(" ", base)]
         return [Strip(head).adjust_cell_length(width, base), Strip(second).adjust_cell_length(width, base)]
 
     def _build(self, width: int, height: int, styles: dict[str, Style], base: Style) -> list[Strip]:
