@@ -232,7 +232,7 @@ class RunState:
         quiet = self.clock() - self.last_row_time if self.last_row_time is not None else None
         alerts = run_alerts(self.meta, alive=run_alive(self.meta), quiet_s=quiet,
                             seconds_per_step=self.seconds_per_step(), thresholds=self.thresholds,
-                            last_step=self.step)
+                            last_step=self.step, folder=self.folder)
         alerts += self.health.active()
         seen = datetime.fromtimestamp(self.clock(), UTC).isoformat(timespec="seconds")
         for alert in alerts:

@@ -116,3 +116,11 @@ def test_a_noisy_reward_that_never_rises_is_not_learning_and_a_rising_one_is():
     # Noise far larger than the rise: a rise of 0.03 in a reward that jumps by 0.4 a step proves nothing.
     noisy = _feed(HealthMonitor(), [{"critic/score/mean": 0.3 + 0.4 * (i % 2) + 0.001 * i} for i in range(30)])
     assert "not_learning" in kinds(noisy)
+
+
+def test_the_crash_hint_is_the_whole_resume_command():
+    # Issue 24 item 9: it said `resume with train --resume`, which is no command a user can paste.
+    meta = {"status": "running", "pid": 2**22 + 7, "mode": "ci-fast"}
+    (alert,) = run_alerts(meta, alive=False, quiet_s=None, seconds_per_step=None, last_step=7, folder="runs/r1")
+    assert alert.kind == "crashed" and alert.message.endswith(
+        "resume with: devops-rl train --mode ci-fast --run-dir runs/r1 --resume")

@@ -103,7 +103,7 @@ async def test_attach_follows_a_folder_another_process_writes(tmp_path, producer
         await wait_for(pilot, lambda: live.query("#live-log"), what="the Log tab")
         log = live.query_one("#live-log")
         await wait_for(pilot, lambda: log.line_count >= 5, what="log lines")
-        assert log.lines[-1].startswith("step ")
+        assert log.lines_written[-1].startswith("step ")
         with open(run / "events.jsonl", "a") as events:  # the trainer saves a checkpoint
             events.write(json.dumps({"time": "2026-11-30T17:00:05", "event": "checkpoint", "step": 7}) + "\n")
         await wait_for(pilot, lambda: "checkpoint: step 7" in notices, what="the checkpoint notice")

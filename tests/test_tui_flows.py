@@ -108,15 +108,15 @@ async def test_sample_inspector_shows_an_answer_its_group_and_the_prompt_across_
         await pilot.press("m")
         inspector = live.query_one("SampleInspector")
         body = inspector.query_one("#samples-body")
-        await wait_for(pilot, lambda: inspector.step == 3 and "readinessProbe" in str(body.render()), what="step 3")
-        text = str(body.render())
+        await wait_for(pilot, lambda: inspector.step == 3 and "readinessProbe" in text_of(body), what="step 3")
+        text = text_of(body)
         for expected in ("Add readiness probes to the checkout Deployment", "answer 0 at step 3", "advantage -0.70",
                          "probe-defined", "yaml: readinessProbe.httpGet", "no-root", "probe: readinessProbe",
                          "length", "-0.05", "group 3-k8s-001 (answer 1 of 2)"):
             assert expected in text, expected
         assert inspector.query_one("#samples-table").row_count == 4  # every answer of the step, both groups
         await pilot.press("left_square_bracket")
-        await wait_for(pilot, lambda: inspector.step == 2 and "at step 2" in str(body.render()), what="step 2")
+        await wait_for(pilot, lambda: inspector.step == 2 and "at step 2" in text_of(body), what="step 2")
         await pilot.press("v")  # the group: both answers to the prompt, best advantage first
         await wait_for(pilot, lambda: "2 answers" in str(body.render()), what="the group view")
         group = str(body.render())

@@ -278,3 +278,38 @@ async def test_compare_tabs_have_keys_and_three_runs_fit_at_120_columns(tmp_path
         await pilot.pause(0.2)
         shown = screen_text(app, table.region)
         assert all(run.name[-8:] in shown for run in runs), shown
+
+
+async def test_long_log_lines_wrap_instead_of_being_cut(tmp_path):
+    """Issue 24 item 9: log lines were cut at the right edge."""
+    from tests.test_tui_snapshots import write_run
+
+    run = write_run(tmp_path / "runs")
+    with open(run / "train.log", "a") as log:
+        log.write("2026-11-30 17:01:00 | WARNING | check:12 | " + "a long warning " * 12 + "END-OF-LINE\n")
+    app = CockpitApp(runs_root=tmp_path / "runs", attach=run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        live = await open_live(pilot, "l")
+        await wait_for(pilot, lambda: live.query("#live-log") and live.query_one("#live-log").line_count == 41,
+                       what="the log")
+        await pilot.pause(0.3)
+        assert "END-OF-LINE" in screen_text(app, live.query_one("#live-log").region), screen_text(app, app.screen.region)
+
+
+def test_rubric_evidence_wraps_under_itself_not_at_column_zero():
+    """Issue 24 item 9: a long evidence line of a rubric criterion wrapped to column 0."""
+    from rich.console import Console
+
+    from devops_tui.widgets.inspector import answer_text
+
+    evidence = "yaml: readinessProbe.httpGet.path /readyz on port 8080 " * 3 + "LAST"
+    sample = {"task_id": "k8s-001", "reward": 0.5, "response": "ok", "breakdown": {
+        "final_reward": 0.5, "dimensions": {}, "penalties": {},
+        "rubric": {"score": 0.6, "criteria": [{"id": "readiness-probe", "score": 1.0, "status": "passed",
+                                               "description": "an HTTP readiness probe", "evidence": [evidence]}]}}}
+    console = Console(width=60, record=True, file=open("/dev/null", "w"))
+    console.print(answer_text(sample, 3, [sample]))
+    lines = console.export_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if "yaml: readinessProbe" in line)
+    last = next(i for i, line in enumerate(lines) if "LAST" in line)
+    assert last > first and all(line.startswith("      ") for line in lines[first:last + 1]), lines

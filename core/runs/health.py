@@ -334,11 +334,22 @@ class HealthMonitor:
         return out
 
 
+def resume_command(meta: Mapping[str, Any], folder: Any = None) -> str:
+    """The whole command that resumes a run (its folder when known, else the newest resumable run of its mode)."""
+    command = "devops-rl train"
+    if meta.get("mode"):
+        command += f" --mode {meta['mode']}"
+    if folder is not None:
+        command += f" --run-dir {folder}"
+    return command + " --resume"
+
+
 def run_alerts(meta: Mapping[str, Any], *, alive: bool | None, quiet_s: float | None,
                seconds_per_step: float | None, thresholds: Thresholds | None = None,
-               last_step: int | None = None) -> list[Alert]:
+               last_step: int | None = None, folder: Any = None) -> list[Alert]:
     """Alerts about the run's process rather than its numbers: failed, crashed (its process is gone while
-    meta.json says running), stalled (no new step for `stall_after_s`, or 5 steps' time when slower)."""
+    meta.json says running; the hint is the whole resume command, for the run `folder`), stalled (no new step
+    for `stall_after_s`, or 5 steps' time when slower)."""
     t = thresholds or Thresholds()
     status = meta.get("status")
     if status == "failed":
@@ -350,7 +361,7 @@ def run_alerts(meta: Mapping[str, Any], *, alive: bool | None, quiet_s: float | 
         return [Alert("crashed", "error", "meta.json", last_step,
                       f"process {meta.get('pid')} is gone but meta.json says running: the run crashed"
                       + (f" after step {last_step}" if last_step is not None else "")
-                      + "; see train.log, resume with train --resume")]
+                      + f"; see train.log, resume with: {resume_command(meta, folder)}")]
     if quiet_s is not None:
         limit = max(t.stall_after_s, 5 * (seconds_per_step or 0.0))
         if quiet_s > limit:

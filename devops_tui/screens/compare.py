@@ -231,7 +231,7 @@ class CompareScreen(Screen):
         table.clear(columns=True)
         room = (self.query_one("#compare-tabs").size.width or self.size.width // 2) - 2  # the scrollbar
         runs = max(len(self.runs), 1)
-        run_width = min(18, max(8, (room - 24 - 2 * (runs + 1)) // runs))
+        run_width = min(18, max(8, (room - 34) // runs - 2))  # values are short; a dotted key is not
         key_width = max(16, min(40, room - runs * (run_width + 2) - 2))
         table.add_column("key", width=key_width)
         for run in self.runs:

@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Log, ProgressBar, Static, TabbedContent, TabPane
+from textual.widgets import ProgressBar, Static, TabbedContent, TabPane
 
 from core.formatting import format_duration, format_number
 from core.runs import Alert, Thresholds
@@ -30,6 +30,7 @@ from devops_tui.runstate import RunState
 from devops_tui.widgets.chart import SMOOTHING_STEPS, WAITING, ZOOM_STEPS, Chart, ChartPanel, ChartView
 from devops_tui.widgets.footer import CockpitFooter
 from devops_tui.widgets.inspector import SampleInspector
+from devops_tui.widgets.logview import LogView
 from devops_tui.widgets.tables import AlertHistory, MetricsTable, metrics_csv
 
 REDRAW_INTERVAL_S = 1.0
@@ -175,7 +176,7 @@ class LiveScreen(Screen):
         elif tab == "tab-alerts":
             await pane.mount(AlertHistory(id="live-alert-history"))
         elif tab == "tab-log":
-            log = Log(max_lines=LOG_LINES_KEPT, id="live-log", auto_scroll=True)
+            log = LogView(max_lines=LOG_LINES_KEPT, id="live-log")
             await pane.mount(log)
             log.write_lines(list(self._log_lines))
         self._drawn_version = -1
@@ -203,7 +204,7 @@ class LiveScreen(Screen):
         self._events_seen = False
         self._samples_shown = -1
         self._log_lines.clear()
-        for log in self.query("#live-log").results(Log):
+        for log in self.query("#live-log").results(LogView):
             log.clear()
         for tabs in self.query("#live-tabs").results(TabbedContent):
             tabs.loading = True  # until the follower's first read arrives
@@ -247,7 +248,7 @@ class LiveScreen(Screen):
         self.state.apply(update)
         if update.log_lines:
             self._log_lines.extend(update.log_lines)
-            for log in self.query("#live-log").results(Log):
+            for log in self.query("#live-log").results(LogView):
                 log.write_lines(update.log_lines)
         if first:
             self.query_one("#live-tabs", TabbedContent).loading = False

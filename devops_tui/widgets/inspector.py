@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -50,52 +51,77 @@ def _section(text: Text, title: str) -> None:
     text.append("─" * max(0, 40 - len(title)) + "\n", style="dim")
 
 
-def _evidence(text: Text, items) -> None:
+class _Blocks:
+    """Text with indented paragraphs: an indented line is its own padded block, so when it wraps its second row
+    starts under its first, not at column 0 (rubric evidence wrapped to the left edge)."""
+
+    def __init__(self) -> None:
+        self.parts: list[RenderableType] = []
+        self.text = Text()
+
+    def indented(self, line: str, style: str, indent: int = 6) -> None:
+        self._flush()
+        self.parts.append(Padding(Text(line, style=style), (0, 0, 0, indent)))
+
+    def _flush(self) -> None:
+        if self.text:
+            if self.text.plain.endswith("\n"):
+                self.text.right_crop(1)
+            self.parts.append(self.text)
+            self.text = Text()
+
+    def group(self) -> Group:
+        self._flush()
+        return Group(*self.parts)
+
+
+def _evidence(blocks: _Blocks, items) -> None:
     items = [clean(e) for e in (items or []) if str(e).strip()]
     for item in items[:EVIDENCE_SHOWN]:
-        text.append(f"      {item[:240]}\n", style="dim")
+        blocks.indented(item[:240], "dim")
     if len(items) > EVIDENCE_SHOWN:
-        text.append(f"      (+{len(items) - EVIDENCE_SHOWN} more in samples.jsonl)\n", style="dim italic")
+        blocks.indented(f"(+{len(items) - EVIDENCE_SHOWN} more in samples.jsonl)", "dim italic")
 
 
-def breakdown_text(breakdown: dict | None) -> Text:
+def breakdown_text(breakdown: dict | None) -> Group:
     """The rubric criteria, each dimension and each applied penalty, with their evidence."""
-    text = Text()
+    blocks = _Blocks()
     if not breakdown:
-        text.append("\n(no reward breakdown logged for this answer)\n", style="dim")
-        return text
+        blocks.text.append("\n(no reward breakdown logged for this answer)\n", style="dim")
+        return blocks.group()
     score, criteria = rubric_of(breakdown)
     evidence = breakdown.get("evidence") or {}
     if criteria:
-        _section(text, "rubric" + (f" {_num(score, 2)}" if score is not None else ""))
+        _section(blocks.text, "rubric" + (f" {_num(score, 2)}" if score is not None else ""))
         for c in criteria:
             status = str(c.get("status") or "")
             mark = STATUS_MARKS.get(status, "·")
             style = {"passed": "green", "partial": "yellow", "failed": "red"}.get(status, "")
-            text.append(f"  {mark} ", style=style)
-            text.append(f"{c.get('id', '?')}", style="bold")
-            text.append(f"  {_num(c.get('score'), 2)}" + (f"  w {_num(c.get('weight'), 2)}" if c.get("weight") is not None
-                                                          else "") + ("  forbid" if c.get("forbid") else "") + "\n")
+            blocks.text.append(f"  {mark} ", style=style)
+            blocks.text.append(f"{c.get('id', '?')}", style="bold")
+            blocks.text.append(f"  {_num(c.get('score'), 2)}" + (f"  w {_num(c.get('weight'), 2)}"
+                                                                 if c.get("weight") is not None else "")
+                               + ("  forbid" if c.get("forbid") else "") + "\n")
             if c.get("description"):
-                text.append(f"      {clean(c['description'])[:200]}\n", style="italic")
-            _evidence(text, c.get("evidence"))
+                blocks.indented(clean(c["description"])[:200], "italic")
+            _evidence(blocks, c.get("evidence"))
     dims = breakdown.get("dimensions") or {}
     if dims:
-        _section(text, "dimensions")
+        _section(blocks.text, "dimensions")
         for name, value in dims.items():
-            text.append(f"  {name:<18} {_num(value, 2)}\n")
-            _evidence(text, evidence.get(name))
+            blocks.text.append(f"  {name:<18} {_num(value, 2)}\n")
+            _evidence(blocks, evidence.get(name))
     penalties = {k: v for k, v in (breakdown.get("penalties") or {}).items() if v}
-    _section(text, "penalties")
+    _section(blocks.text, "penalties")
     if not penalties:
-        text.append("  none\n", style="dim")
+        blocks.text.append("  none\n", style="dim")
     for name, value in penalties.items():
-        text.append(f"  {name:<18} -{_num(value, 2)}\n", style="bold")
-        _evidence(text, evidence.get(name))
-    return text
+        blocks.text.append(f"  {name:<18} -{_num(value, 2)}\n", style="bold")
+        _evidence(blocks, evidence.get(name))
+    return blocks.group()
 
 
-def answer_text(sample: dict, step: int | None, samples: list[dict]) -> Text:
+def answer_text(sample: dict, step: int | None, samples: list[dict]) -> Group:
     """One answer: where it is from, reward, advantage, rubric, the prompt, the whole answer, then its breakdown."""
     group = group_of(samples, sample)
     text = Text()
@@ -114,9 +140,8 @@ def answer_text(sample: dict, step: int | None, samples: list[dict]) -> Text:
     _section(text, "prompt")
     text.append(clean(sample.get("prompt") or "(not logged)").strip() + "\n")
     _section(text, "answer")
-    text.append(clean(sample.get("response")).rstrip() + "\n")
-    text.append_text(breakdown_text(sample.get("breakdown")))
-    return text
+    text.append(clean(sample.get("response")).rstrip())
+    return Group(text, breakdown_text(sample.get("breakdown")))
 
 
 def group_text(sample: dict, step: int | None, samples: list[dict]) -> Text:
