@@ -313,3 +313,24 @@ def test_rubric_evidence_wraps_under_itself_not_at_column_zero():
     first = next(i for i, line in enumerate(lines) if "yaml: readinessProbe" in line)
     last = next(i for i, line in enumerate(lines) if "LAST" in line)
     assert last > first and all(line.startswith("      ") for line in lines[first:last + 1]), lines
+
+
+async def test_every_screen_names_itself_and_its_tab(tmp_path):
+    """Issue 24 item 9: no screen showed its own name."""
+    from tests.test_tui_snapshots import write_run
+
+    run = write_run(tmp_path / "runs")
+    app = CockpitApp(runs_root=tmp_path / "runs", attach=run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        live = await open_live(pilot, "t")
+        bar = live.query_one("#title-bar")
+        await wait_for(pilot, lambda: "4 Live › Training" in str(bar.render()), what="the Live title")
+        for key, name in (("1", "1 Runs"), ("2", "2 Dataset"), ("3", "3 Config"), ("5", "5 Results"),
+                          ("6", "6 Compare")):
+            await pilot.press(key)
+            await wait_for(pilot, lambda name=name: app.screen.query("#title-bar")
+                           and name in str(app.screen.query_one("#title-bar").render()), what=name)
+            if name == "6 Compare":
+                await pilot.press("f")
+                await wait_for(pilot, lambda: "6 Compare › Config diff" in str(app.screen.query_one("#title-bar")
+                                                                                .render()), what="the compare tab")

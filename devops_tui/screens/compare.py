@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 from core.formatting import format_number
 from devops_tui.compare import RunCurves, config_diff, load_run, results_label, results_time
 from devops_tui.widgets.chart import SMOOTHING_STEPS, ChartView, MetricChart
-from devops_tui.widgets.footer import CockpitFooter
+from devops_tui.widgets.footer import CockpitFooter, TitleBar
 
 LINE_MARK = "━"  # beside each run, in the colour of its line in the chart
 
@@ -88,6 +88,7 @@ class CompareScreen(Screen):
         self.view = ChartView()
 
     def compose(self) -> ComposeResult:
+        yield TitleBar("Compare")
         yield Static("compare runs: mark two or more on the Runs screen (space) and press c, or add one with +",
                      id="compare-title")
         with Horizontal(id="compare-body"):
@@ -280,6 +281,9 @@ class CompareScreen(Screen):
             table.add_row(*row)
 
     # -- actions --------------------------------------------------------------------------------
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self.query_one(TitleBar).show(Text.from_markup(str(event.tab.label)).plain)
+
     def action_show_tab(self, tab: str) -> None:
         # The focus goes along: left in the pane being hidden, it would fall to the next input and switch back.
         table = {"tab-curves": "#compare-keys", "tab-config": "#compare-config", "tab-eval": "#compare-eval"}[tab]

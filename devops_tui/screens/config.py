@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Select, Static
 
-from devops_tui.widgets.footer import CockpitFooter
+from devops_tui.widgets.footer import CockpitFooter, TitleBar
 
 MODEL_KEY = "actor_rollout_ref.model.path"
 
@@ -144,6 +144,7 @@ class ConfigScreen(Screen):
         self._widths: tuple[int, int, int] = (0, 0, 0)
 
     def compose(self) -> ComposeResult:
+        yield TitleBar("Config")
         with Horizontal(id="config-top"):
             yield Select([], prompt="preset", allow_blank=True, id="config-preset", disabled=True)
             yield Static("loading the config model...", id="config-status")

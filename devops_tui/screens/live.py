@@ -28,7 +28,7 @@ from devops_tui.messages import RunDataReady
 from devops_tui.runfeed import LOG_LINES_KEPT, RunFeed, follow_feed
 from devops_tui.runstate import RunState
 from devops_tui.widgets.chart import SMOOTHING_STEPS, WAITING, ZOOM_STEPS, Chart, ChartPanel, ChartView
-from devops_tui.widgets.footer import CockpitFooter
+from devops_tui.widgets.footer import CockpitFooter, TitleBar
 from devops_tui.widgets.inspector import SampleInspector
 from devops_tui.widgets.logview import LogView
 from devops_tui.widgets.tables import AlertHistory, MetricsTable, metrics_csv
@@ -139,6 +139,7 @@ class LiveScreen(Screen):
         self.redraws = 0
 
     def compose(self) -> ComposeResult:
+        yield TitleBar("Live")
         with Horizontal(id="live-head"):
             yield Static("no run attached: open one on the Runs screen (1) or start one (3)", id="live-title")
             yield ProgressBar(total=None, show_eta=False, id="live-progress")
@@ -268,6 +269,7 @@ class LiveScreen(Screen):
 
     async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         tab = event.pane.id
+        self.query_one(TitleBar).show(Text.from_markup(dict(TABS)[tab]).plain.split(" (")[0])
         await self._fill_tab(tab)
         if tab == "tab-samples":  # after the tab is on screen: the focus moves in the next frame
             self.call_after_refresh(self.query_one(SampleInspector).query_one("#samples-table").focus)
