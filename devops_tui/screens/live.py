@@ -36,6 +36,7 @@ from devops_tui.widgets.tables import AlertHistory, MetricsTable, metrics_csv
 REDRAW_INTERVAL_S = 1.0
 PREMOUNT_PAUSE_S = 0.2  # between mounting one hidden tab and the next, after the first paint
 ALERT_LINES = 3
+LOG_REFILL_LINES = 200
 
 TABS = (("tab-rewards", "[u]R[/u]ewards"), ("tab-training", "[u]T[/u]raining"), ("tab-system", "S[u]y[/u]stem"),
         ("tab-samples", "Sa[u]m[/u]ples"), ("tab-metrics", "Metrics ([u]k[/u])"), ("tab-alerts", "[u]A[/u]lerts"),
@@ -134,6 +135,7 @@ class LiveScreen(Screen):
         self._samples_shown = -1
         self._alerts: list[Alert] = []
         self._log_lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)  # for a Log tab not shown yet
+        self._log_stale = False  # lines arrived while the Log tab was hidden: it is refilled when shown
         self._shown_tabs: set[str] = set()  # tabs drawn at least once (for this run)
         self._mounting: dict[str, asyncio.Future] = {}  # each tab's one mount of its widgets (done: drawn into)
         self.redraws = 0
@@ -177,9 +179,8 @@ class LiveScreen(Screen):
         elif tab == "tab-alerts":
             await pane.mount(AlertHistory(id="live-alert-history"))
         elif tab == "tab-log":
-            log = LogView(max_lines=LOG_LINES_KEPT, id="live-log")
-            await pane.mount(log)
-            log.write_lines(list(self._log_lines))
+            await pane.mount(LogView(max_lines=LOG_LINES_KEPT, id="live-log"))
+            self._sync_log()
         self._drawn_version = -1
 
     def on_mount(self) -> None:
@@ -205,6 +206,7 @@ class LiveScreen(Screen):
         self._events_seen = False
         self._samples_shown = -1
         self._log_lines.clear()
+        self._log_stale = False
         for log in self.query("#live-log").results(LogView):
             log.clear()
         for tabs in self.query("#live-tabs").results(TabbedContent):
@@ -249,8 +251,11 @@ class LiveScreen(Screen):
         self.state.apply(update)
         if update.log_lines:
             self._log_lines.extend(update.log_lines)
-            for log in self.query("#live-log").results(LogView):
-                log.write_lines(update.log_lines)
+            if self._active_tab() == "tab-log" and not self._log_stale:
+                for log in self.query("#live-log").results(LogView):
+                    log.write_lines(update.log_lines)
+            else:
+                self._log_stale = True
         if first:
             self.query_one("#live-tabs", TabbedContent).loading = False
             self.redraw()  # first paint at once; after that at the redraw interval
@@ -271,6 +276,8 @@ class LiveScreen(Screen):
         tab = event.pane.id
         self.query_one(TitleBar).show(Text.from_markup(dict(TABS)[tab]).plain.split(" (")[0])
         await self._fill_tab(tab)
+        if tab == "tab-log" and self._log_stale:
+            self._sync_log()
         if tab == "tab-samples":  # after the tab is on screen: the focus moves in the next frame
             self.call_after_refresh(self.query_one(SampleInspector).query_one("#samples-table").focus)
         elif tab == "tab-metrics":  # a search tab: what is typed filters (Esc gives the keys back)
@@ -280,6 +287,18 @@ class LiveScreen(Screen):
             self.call_after_refresh(self.redraw)
         else:
             self.redraw()
+
+    def _sync_log(self) -> None:
+        """Refill the Log tab from the kept lines. A wrapped log renders each line as it is written, so lines are
+        written only while the tab shows (a hidden tab cost the event loop 1,000 renders a second) and a refill
+        writes the newest LOG_REFILL_LINES."""
+        self._log_stale = False
+        for log in self.query("#live-log").results(LogView):
+            log.clear()
+            lines = list(self._log_lines)
+            if len(lines) > LOG_REFILL_LINES:
+                log.write_lines([f"… {len(lines) - LOG_REFILL_LINES} earlier lines in train.log"])
+            log.write_lines(lines[-LOG_REFILL_LINES:])
 
     def on_resize(self, event) -> None:
         self.set_class(event.size.width < 100, "-narrow")  # the header needs the progress bar's room
