@@ -36,7 +36,7 @@ from devops_tui.widgets.tables import AlertHistory, MetricsTable, metrics_csv
 REDRAW_INTERVAL_S = 1.0
 PREMOUNT_PAUSE_S = 0.2  # between mounting one hidden tab and the next, after the first paint
 ALERT_LINES = 3
-LOG_REFILL_LINES = 200
+LOG_REFILL_LINES = 80  # two screens of a 40-line terminal; each costs a render when the tab opens
 
 TABS = (("tab-rewards", "[u]R[/u]ewards"), ("tab-training", "[u]T[/u]raining"), ("tab-system", "S[u]y[/u]stem"),
         ("tab-samples", "Sa[u]m[/u]ples"), ("tab-metrics", "Metrics ([u]k[/u])"), ("tab-alerts", "[u]A[/u]lerts"),
