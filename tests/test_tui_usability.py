@@ -290,7 +290,7 @@ async def test_long_log_lines_wrap_instead_of_being_cut(tmp_path):
     app = CockpitApp(runs_root=tmp_path / "runs", attach=run)
     async with app.run_test(size=(80, 24)) as pilot:
         live = await open_live(pilot, "l")
-        await wait_for(pilot, lambda: live.query("#live-log") and live.query_one("#live-log").line_count == 41,
+        await wait_for(pilot, lambda: live.query("#live-log") and live.query_one("#live-log").records == 41,
                        what="the log")
         await pilot.pause(0.3)
         assert "END-OF-LINE" in screen_text(app, live.query_one("#live-log").region), screen_text(app, app.screen.region)
