@@ -334,3 +334,24 @@ async def test_every_screen_names_itself_and_its_tab(tmp_path):
                 await pilot.press("f")
                 await wait_for(pilot, lambda: "6 Compare › Config diff" in str(app.screen.query_one("#title-bar")
                                                                                 .render()), what="the compare tab")
+
+
+def test_the_warm_start_reports_a_progress_line_every_tenth_and_events_at_most_every_2s(caplog):
+    """Issue 24 item 5: a progress line in the CLI (train's console shows INFO lines) and bounded events."""
+    import logging
+
+    from core.training.sft import warmstart_reporter
+
+    events = []
+
+    class Folder:
+        def event(self, kind, **fields):
+            events.append((kind, fields))
+
+    report = warmstart_reporter(Folder())
+    with caplog.at_level(logging.INFO, logger="core.training.sft"):
+        for step in range(1, 601):
+            report({"step": step, "total_steps": 600, "loss": 1.0 / step})
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("warm-start ")]
+    assert lines[0] == "warm-start 60/600, loss 0.02" and len(lines) == 10 and lines[-1].startswith("warm-start 600/600")
+    assert [fields["step"] for _, fields in events] == [1, 600]  # a fast loop: the first step, then the last
