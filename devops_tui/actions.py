@@ -25,6 +25,7 @@ def confirm_and_stop(app, path: Path, meta: dict) -> None:
 
     def decide(choice: str | None) -> None:
         if choice != "stop":
+            app.notify(f"not stopped: {path.name} keeps running", timeout=3)
             return
         if launched is not None:
             started = f"stopping {path.name}..."
@@ -47,4 +48,4 @@ def confirm_and_stop(app, path: Path, meta: dict) -> None:
         app.notify(started)
 
     app.push_screen(ConfirmScreen(f"Stop run {path.name}? It saves a checkpoint and ends as 'stopped'.",
-                                  choices=[("stop", "Stop run"), ("cancel", "Cancel")]), decide)
+                                  choices=[("stop", "Stop run"), ("cancel", "Cancel")], default="stop"), decide)

@@ -72,6 +72,9 @@ class CockpitApp(App[None]):
         Binding("question_mark,f1", "help", "Help", key_display="?", id="app.help"),
         Binding("q,ctrl+q", "quit", "Quit", id="app.quit", priority=False),
         Binding("f12", "save_svg", "Screenshot (SVG)", id="app.screenshot", show=False),
+        # Priority: an input box never swallows it (only while one has the focus, see check_action).
+        Binding("escape", "leave_input", "Leave the input box (the screen's keys work again)", id="app.leave_input",
+                show=False, priority=True),
     ]
 
     def __init__(self, *, attach: Path | None = None, runs_root: Path | None = None,
@@ -126,6 +129,22 @@ class CockpitApp(App[None]):
         return [run for run in self.launched.values() if run.alive()]
 
     # -- keys ----------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "leave_input":
+            from textual.widgets import Input
+
+            return isinstance(self.focused, Input)
+        return True
+
+    def action_leave_input(self) -> None:
+        """Give the focus back to the screen's main widget (a table), or to the screen itself."""
+        from textual.widgets import Input
+
+        screen = self.screen
+        target = screen.query(screen.AUTO_FOCUS).first() if isinstance(screen.AUTO_FOCUS, str) and \
+            screen.query(screen.AUTO_FOCUS) else None
+        screen.set_focus(None if target is None or isinstance(target, Input) else target)
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
@@ -150,11 +169,14 @@ class CockpitApp(App[None]):
                 self.exit()
             elif choice == "leave":
                 self.exit()
+            else:
+                self.notify("quit cancelled: the cockpit stays open", timeout=3)
 
         self.push_screen(
             ConfirmScreen(
                 f"{len(running)} run(s) started here still going: {names}",
                 choices=[("stop", "Stop and quit"), ("leave", "Leave running, quit"), ("cancel", "Cancel")],
+                default="leave",  # Enter never stops a run by accident: the runs go on, as they do when started elsewhere
             ),
             decide,
         )

@@ -64,6 +64,7 @@ class RunState:
         self.last_row_time: float | None = None
         self.version = 0  # bumps when anything a chart shows changed
         self.samples_version = 0
+        self.warmstart: dict | None = None  # the newest `warmstart` event, until the first metrics row
         self.history: list[AlertRecord] = []
         self.acknowledged: set[tuple[str, str]] = set()
         self._history_keys: set[tuple] = set()
@@ -141,6 +142,9 @@ class RunState:
                 self.first_row_time = now
         for event in update.events:
             self.events.append(event)
+            if event.get("event") == "warmstart":
+                self.warmstart = event
+                self.version += 1
             alert = Alert.from_event(event)
             if alert is not None:
                 self._remember(alert, "trainer", str(event.get("time") or ""))
@@ -203,9 +207,19 @@ class RunState:
         status = self.status()
         return status if status == "file" else status_text(status, self.meta, self.step, self.planned_steps())
 
+    def warmstart_text(self) -> str | None:
+        """`warm-start 312/600, loss 0.41` while the run's SFT warm-start goes on (before its first step)."""
+        event = self.warmstart
+        if event is None or self.rows_seen or self.status() != "running":
+            return None
+        loss = event.get("loss")
+        return f"warm-start {event.get('step')}/{event.get('total_steps')}" + (
+            f", loss {loss:.2f}" if isinstance(loss, (int, float)) else "")
+
     # -- alerts ----------------------------------------------------------------------------------
     def _remember(self, alert: Alert, source: str, seen: str) -> None:
-        key = (alert.kind, alert.series, alert.step if alert.kind == "nan" else None, source)
+        # One row per alert: the trainer's event and the cockpit's own check of the same series are the same alert.
+        key = (alert.kind, alert.series, alert.step if alert.kind == "nan" else None)
         if key in self._history_keys:
             return
         self._history_keys.add(key)
@@ -218,7 +232,7 @@ class RunState:
         quiet = self.clock() - self.last_row_time if self.last_row_time is not None else None
         alerts = run_alerts(self.meta, alive=run_alive(self.meta), quiet_s=quiet,
                             seconds_per_step=self.seconds_per_step(), thresholds=self.thresholds,
-                            last_step=self.step)
+                            last_step=self.step, folder=self.folder)
         alerts += self.health.active()
         seen = datetime.fromtimestamp(self.clock(), UTC).isoformat(timespec="seconds")
         for alert in alerts:
@@ -226,15 +240,16 @@ class RunState:
         return by_severity(alerts)
 
     def shown_alerts(self, extra: list[Alert] | None = None) -> list[Alert]:
-        """What the alert bar shows: errors (now or in the history) until acknowledged, then current warnings."""
+        """What the alert bar shows: errors (now or in the history) and current warnings, until acknowledged."""
         active = (extra or []) + self.alerts()
         errors = {a.key: a for a in [r.alert for r in self.history if r.alert.level == "error"] + active
                   if a.level == "error" and a.key not in self.acknowledged}
-        warnings = [a for a in active if a.level != "error"]
+        warnings = [a for a in active if a.level != "error" and a.key not in self.acknowledged]
         return by_severity(list(errors.values()) + warnings)
 
     def acknowledge(self, alerts: list[Alert]) -> int:
-        """Stop pinning these errors (a new error still shows); returns how many were acknowledged."""
-        keys = {a.key for a in alerts if a.level == "error"} - self.acknowledged
+        """Stop showing these alerts in the bar (the Alerts tab keeps them; another check or series still shows);
+        returns how many were acknowledged."""
+        keys = {a.key for a in alerts} - self.acknowledged
         self.acknowledged |= keys
         return len(keys)

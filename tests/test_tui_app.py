@@ -103,7 +103,7 @@ async def test_attach_follows_a_folder_another_process_writes(tmp_path, producer
         await wait_for(pilot, lambda: live.query("#live-log"), what="the Log tab")
         log = live.query_one("#live-log")
         await wait_for(pilot, lambda: log.line_count >= 5, what="log lines")
-        assert log.lines[-1].startswith("step ")
+        assert log.lines_written[-1].startswith("step ")
         with open(run / "events.jsonl", "a") as events:  # the trainer saves a checkpoint
             events.write(json.dumps({"time": "2026-11-30T17:00:05", "event": "checkpoint", "step": 7}) + "\n")
         await wait_for(pilot, lambda: "checkpoint: step 7" in notices, what="the checkpoint notice")
@@ -244,7 +244,7 @@ async def test_config_edit_shows_the_validation_message(tmp_path, monkeypatch):
             assert screen.focused is value and value.value == str(screen.values[key])
             value.value = ""
             await pilot.press(*text, "enter")
-            await wait_for(pilot, lambda: screen.focused is table, what="the edit to be applied")
+            await wait_for(pilot, lambda: screen.focused is table and not screen.checking, what="the edit to be applied")
 
         await wait_for(pilot, lambda: "valid" in str(message.render()), what="the first validation")
         assert not message.has_class("-error")
@@ -287,6 +287,7 @@ async def test_launch_a_ci_fast_run_and_watch_steps_arrive(tmp_path):
                            ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "2"),
                            ("actor_rollout_ref.rollout.n", "2"), ("data.max_response_length", "16")):
             screen.set_value(key, value)
+        await wait_for(pilot, lambda: not screen.checking, what="the config check")
         assert not screen.error and not screen.problems, (screen.error, screen.problems)
         await pilot.press("ctrl+l")
         await wait_for(pilot, lambda: len(app.launched) == 1, what="the launch")

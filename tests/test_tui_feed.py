@@ -144,7 +144,8 @@ def _state_with(values, key="reward/final/mean", **extra):
 
 
 def test_alerts_for_nan_flat_and_collapsing_reward():
-    assert not _state_with([0.1 * (i % 5) for i in range(30)]).alerts()
+    # A sawtooth is not flat and does not collapse; going nowhere, it is not learning (core.runs.health).
+    assert [a.kind for a in _state_with([0.1 * (i % 5) for i in range(30)]).alerts()] == ["not_learning"]
     nan = _state_with([0.5, float("nan"), 0.5]).alerts()  # the next finite step does not clear it
     assert nan[0].level == "error" and "NaN" in nan[0].message and nan[0].step == 2
     null = _state_with([0.5, None, 0.4])  # how metrics.jsonl stores a NaN: it alerts, and is not "the last value"

@@ -223,6 +223,7 @@ def test_config_screen(snap_compare, frozen, size):
         screen = pilot.app.screen
         await until(pilot, lambda: bool(screen.keys), timeout=60)
         screen.set_value("actor_rollout_ref.actor.optim.lr", "2e-4")
+        await until(pilot, lambda: not screen.checking and "optim.lr" in str(screen.query_one("#config-diff").render()))
         await until(pilot, lambda: "model" in str(screen.query_one("#config-doctor").render()), timeout=60)
 
     assert snap_compare(make_app(frozen), terminal_size=size, run_before=shaped)

@@ -1,5 +1,5 @@
 """GRPO health alerts computed from a run's metric rows: NaN/inf, entropy collapse or near-uniform entropy,
-a flat or collapsing reward, zero-variance groups, truncated answers, reward hacking, and a stalled or dead run.
+a flat, collapsing or not-learning reward, zero-variance groups, truncated answers, reward hacking, and a stalled or dead run.
 
 Pure and cheap (bounded windows, no textual, no torch): the trainer writes each new alert as an `alert` event,
 the cockpit and `tail` compute the same alerts for runs written by others. Thresholds: `devops.alerts`.
@@ -31,6 +31,7 @@ class Thresholds:
     entropy_uniform_share: float = 0.9
     reward_flat_tolerance: float = 1e-3
     reward_collapse_ratio: float = 0.5
+    learning_min_rise: float = 0.02
     zero_std_ratio_max: float = 0.5
     clip_ratio_max: float = 0.2
     hacking_rise: float = 0.15
@@ -133,6 +134,7 @@ class HealthMonitor:
         t = self.thresholds
         self._recent: dict[str, _Recent] = {}
         self._entropy_start: list[float] = []
+        self._reward_start: dict[str, list[float]] = {}  # each reward series' first `baseline_steps` values
         self._best_reward: tuple[float, int] | None = None  # best mean over half a window, and its last step
         self._non_finite: dict[str, int] = {}  # series -> first step with NaN/inf
         self._nan_alerts: list[Alert] = []
@@ -162,6 +164,10 @@ class HealthMonitor:
             recent.add(step, float(value))
             if key == ENTROPY and len(self._entropy_start) < self.thresholds.baseline_steps:
                 self._entropy_start.append(float(value))
+            if key in REWARD_SERIES:
+                start = self._reward_start.setdefault(key, [])
+                if len(start) < self.thresholds.baseline_steps:
+                    start.append(float(value))
         if bad:
             bad.sort()
             shown = ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
@@ -244,7 +250,33 @@ class HealthMonitor:
                 out.append(Alert("reward_collapse", "warning", key, step,
                                  f"{key} fell to {_fmt(now)} at step {step} from {_fmt(best)} (step {best_step}): "
                                  "check the samples for reward hacking; lower the lr or raise the KL", now))
-        return out
+        return out or self._not_learning(key, recent, now)  # flat or collapsing already says it
+
+    def _not_learning(self, key: str, recent: _Recent, now: float) -> list[Alert]:
+        """The reward's recent level is not above the run's own start, and its trend over the window does not
+        promise it will be: noisy per-step means never pass the flat check, so the rise is judged against the
+        noise (twice the standard error of the two means compared) and at least `learning_min_rise`."""
+        t = self.thresholds
+        start_values = self._reward_start.get(key) or []
+        if len(start_values) < t.baseline_steps or recent.points[0][0] <= len(start_values):
+            return []  # the window must lie after the start it is compared with
+        start = _mean(start_values)
+        values = recent.values
+        steps = [s for s, _ in recent.points]
+        mean_step, mean_value = _mean(steps), _mean(values)
+        spread = sum((s - mean_step) ** 2 for s in steps)
+        slope = sum((s - mean_step) * (v - mean_value) for s, v in recent.points) / spread if spread else 0.0
+        variance = sum((v - mean_value) ** 2 for v in values) / max(len(values) - 1, 1)
+        noise = 2 * math.sqrt(variance * (1 / self._half + 1 / len(start_values)))
+        needed = max(t.learning_min_rise, noise)
+        ahead = slope * len(values)
+        if now - start >= needed or ahead >= needed:
+            return []
+        step = recent.points[-1][0]
+        return [Alert("not_learning", "warning", key, step,
+                      f"{key} at {_fmt(now)} over the last {self._half} steps (to step {step}) vs {_fmt(start)} at the "
+                      f"start, trend {ahead:+.2g} per {len(values)} steps: not learning; look at the samples, raise "
+                      "the lr, rollout.n or the temperature", now)]
 
     def _zero_std(self) -> list[Alert]:
         recent = self._recent.get(ZERO_STD)
@@ -302,11 +334,22 @@ class HealthMonitor:
         return out
 
 
+def resume_command(meta: Mapping[str, Any], folder: Any = None) -> str:
+    """The whole command that resumes a run (its folder when known, else the newest resumable run of its mode)."""
+    command = "devops-rl train"
+    if meta.get("mode"):
+        command += f" --mode {meta['mode']}"
+    if folder is not None:
+        command += f" --run-dir {folder}"
+    return command + " --resume"
+
+
 def run_alerts(meta: Mapping[str, Any], *, alive: bool | None, quiet_s: float | None,
                seconds_per_step: float | None, thresholds: Thresholds | None = None,
-               last_step: int | None = None) -> list[Alert]:
+               last_step: int | None = None, folder: Any = None) -> list[Alert]:
     """Alerts about the run's process rather than its numbers: failed, crashed (its process is gone while
-    meta.json says running), stalled (no new step for `stall_after_s`, or 5 steps' time when slower)."""
+    meta.json says running; the hint is the whole resume command, for the run `folder`), stalled (no new step
+    for `stall_after_s`, or 5 steps' time when slower)."""
     t = thresholds or Thresholds()
     status = meta.get("status")
     if status == "failed":
@@ -318,7 +361,7 @@ def run_alerts(meta: Mapping[str, Any], *, alive: bool | None, quiet_s: float | 
         return [Alert("crashed", "error", "meta.json", last_step,
                       f"process {meta.get('pid')} is gone but meta.json says running: the run crashed"
                       + (f" after step {last_step}" if last_step is not None else "")
-                      + "; see train.log, resume with train --resume")]
+                      + f"; see train.log, resume with: {resume_command(meta, folder)}")]
     if quiet_s is not None:
         limit = max(t.stall_after_s, 5 * (seconds_per_step or 0.0))
         if quiet_s > limit:

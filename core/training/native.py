@@ -250,7 +250,7 @@ class NativeTrainer:
         model_arg = cfg.actor_rollout_ref.model.path
         base = resolve_model_path(model_arg)
         if model_arg == BUILTIN_TINY and cfg.devops.sft_warmstart_steps > 0:
-            from core.training.sft import SftSettings, ensure_warmstart
+            from core.training.sft import SftSettings, ensure_warmstart, warmstart_reporter
 
             settings = SftSettings(
                 steps=cfg.devops.sft_warmstart_steps, batch_size=8, seed=self.seed,
@@ -258,7 +258,8 @@ class NativeTrainer:
                 max_answer_tokens=cfg.data.max_response_length,
                 max_length=cfg.data.max_prompt_length + cfg.data.max_response_length,
             )
-            base = ensure_warmstart(base, settings, train_tasks, device=cfg.devops.device)
+            base = ensure_warmstart(base, settings, train_tasks, device=cfg.devops.device,
+                                    progress=warmstart_reporter(self.run_dir))
         self.base_path = base
         self.total_steps = total_steps(cfg, len(train_records))
         self.scorer = RewardScorer(cfg.devops.n_runners, cfg.devops.reward_weights,

@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 from core.formatting import format_number
 from devops_tui.compare import RunCurves, config_diff, load_run, results_label, results_time
 from devops_tui.widgets.chart import SMOOTHING_STEPS, ChartView, MetricChart
-from devops_tui.widgets.footer import CockpitFooter
+from devops_tui.widgets.footer import CockpitFooter, TitleBar
 
 LINE_MARK = "━"  # beside each run, in the colour of its line in the chart
 
@@ -75,6 +75,9 @@ class CompareScreen(Screen):
         Binding("plus", "add_run", "Add run…", key_display="+", id="compare.add"),
         Binding("w", "smoothing", "Smoothing", id="compare.smoothing", show=False),
         Binding("g", "log_scale", "Log scale", id="compare.log_scale", show=False),
+        Binding("c", "show_tab('tab-curves')", "Curves tab", id="compare.curves", show=False),
+        Binding("f", "show_tab('tab-config')", "Config diff tab", id="compare.config", show=False),
+        Binding("v", "show_tab('tab-eval')", "Eval tab", id="compare.eval", show=False),
     ]
 
     def __init__(self) -> None:
@@ -85,6 +88,7 @@ class CompareScreen(Screen):
         self.view = ChartView()
 
     def compose(self) -> ComposeResult:
+        yield TitleBar("Compare")
         yield Static("compare runs: mark two or more on the Runs screen (space) and press c, or add one with +",
                      id="compare-title")
         with Horizontal(id="compare-body"):
@@ -92,15 +96,15 @@ class CompareScreen(Screen):
                 yield DataTable(id="compare-runs", cursor_type="row")
                 yield Input(placeholder="+ run id, folder or verl .jsonl", id="compare-add")
             with TabbedContent(id="compare-tabs"):
-                with TabPane("Curves", id="tab-curves"):
+                with TabPane("[u]C[/u]urves", id="tab-curves"):
                     with Horizontal():
                         with Vertical(id="compare-keys-box"):
                             yield Input(placeholder="filter metrics", id="compare-filter")
                             yield DataTable(id="compare-keys", cursor_type="row")
                         yield MetricChart("", [], smoothed=False, smooth_each=True, id="compare-chart")
-                with TabPane("Config diff", id="tab-config"):
+                with TabPane("Config di[u]f[/u]f", id="tab-config"):
                     yield DataTable(id="compare-config", zebra_stripes=True)
-                with TabPane("Eval", id="tab-eval"):
+                with TabPane("E[u]v[/u]al", id="tab-eval"):
                     yield Static("", id="compare-eval-title")
                     yield DataTable(id="compare-eval", zebra_stripes=True)
         yield CockpitFooter()
@@ -114,12 +118,15 @@ class CompareScreen(Screen):
     def on_resize(self, event) -> None:
         self.set_class(event.size.width < 100, "-narrow")
         self._fill_runs()
+        self.call_after_refresh(self._fill_config)  # its columns follow the tab's new width
 
     # -- runs -----------------------------------------------------------------------------------
     def show_runs(self, paths: list[Path]) -> None:
         """Compare exactly these runs (each is read in a worker)."""
         self.runs, self.pending = [], [Path(p) for p in paths]
         self._fill_runs()
+        # The metric list, not the filter box: the screen's keys (c, f, v, w, g) work at once.
+        self.call_after_refresh(self.query_one("#compare-keys", DataTable).focus)
         for path in self.pending:
             self._load(path)
 
@@ -219,14 +226,21 @@ class CompareScreen(Screen):
 
     # -- config and eval ------------------------------------------------------------------------
     def _fill_config(self) -> None:
+        """One column per run, all of them on screen: the key and run columns share the tab's width (with three
+        runs at 120 columns the third was off-screen)."""
         table = self.query_one("#compare-config", DataTable)
         table.clear(columns=True)
-        table.add_column("key", width=40)
+        room = (self.query_one("#compare-tabs").size.width or self.size.width // 2) - 2  # the scrollbar
+        runs = max(len(self.runs), 1)
+        run_width = min(18, max(8, (room - 34) // runs - 2))  # values are short; a dotted key is not
+        key_width = max(16, min(40, room - runs * (run_width + 2) - 2))
+        table.add_column("key", width=key_width)
         for run in self.runs:
-            table.add_column(run.name[-18:], width=18)
+            table.add_column(run.name[-run_width:], width=run_width)
         rows = config_diff(self.runs)
         for key, values in rows:
-            table.add_row(key, *[v[:18] for v in values])
+            table.add_row(key if len(key) <= key_width else "…" + key[-(key_width - 1):],
+                          *[v[:run_width] for v in values])
         if not rows:
             table.add_row("(no differences)" if len(self.runs) > 1 else "(add another run)", *[""] * len(self.runs))
 
@@ -267,6 +281,15 @@ class CompareScreen(Screen):
             table.add_row(*row)
 
     # -- actions --------------------------------------------------------------------------------
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self.query_one(TitleBar).show(Text.from_markup(str(event.tab.label)).plain)
+
+    def action_show_tab(self, tab: str) -> None:
+        # The focus goes along: left in the pane being hidden, it would fall to the next input and switch back.
+        table = {"tab-curves": "#compare-keys", "tab-config": "#compare-config", "tab-eval": "#compare-eval"}[tab]
+        self.set_focus(self.query_one(table, DataTable))
+        self.query_one("#compare-tabs", TabbedContent).active = tab
+
     def action_remove_run(self) -> None:
         table = self.query_one("#compare-runs", DataTable)
         if not self.runs or not 0 <= table.cursor_row < len(self.runs):

@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Select, Static
 
-from devops_tui.widgets.footer import CockpitFooter
+from devops_tui.widgets.footer import CockpitFooter, TitleBar
 
 MODEL_KEY = "actor_rollout_ref.model.path"
 
@@ -72,6 +72,41 @@ def model_check(path: str) -> tuple[str | None, str | None]:
 
 
 @dataclass
+class ConfigBuilt(Message):
+    """A rebuilt config and what is wrong with it, checked in a worker (`generation` orders rebuilds)."""
+
+    generation: int
+    cfg: Any
+    preset_values: dict[str, Any]
+    values: dict[str, Any]
+    problems: list[str]
+    note: str | None
+    error: str | None = None  # why the last edit was refused (the config in force does not have it)
+    refused: str | None = None
+    refused_value: str | None = None
+
+
+def build_config(generation: int, preset: str, overrides: dict[str, str], new_key: str | None) -> ConfigBuilt:
+    """Load `preset` with `overrides` and validate it; when the edit of `new_key` makes it unloadable, the config
+    without that edit, and why it was refused."""
+    from core.errors import UserError
+    from core.training.config import load_config, validate
+
+    preset_values = load_config(preset).flat()
+    error = refused = None
+    try:
+        cfg = load_config(preset, None, [f"{k}={v}" for k, v in overrides.items()])
+    except UserError as exc:
+        error, refused = str(exc), new_key
+        kept = {k: v for k, v in overrides.items() if k != new_key}
+        cfg = load_config(preset, None, [f"{k}={v}" for k, v in kept.items()])
+    values = cfg.flat()
+    missing, note = model_check(str(values.get(MODEL_KEY, "")))
+    return ConfigBuilt(generation, cfg, preset_values, values, list(validate(cfg)) + ([missing] if missing else []),
+                       note, error, refused, overrides.get(refused) if refused else None)
+
+
+@dataclass
 class ConfigModelReady(Message):
     """The config engine is loaded: the presets and the current preset's values (built in a worker)."""
 
@@ -86,7 +121,9 @@ class ConfigScreen(Screen):
         Binding("ctrl+s", "save", "Save YAML", id="config.save"),
         Binding("ctrl+l", "launch", "Launch run", id="config.launch"),
         Binding("ctrl+z", "reset_key", "Reset key", id="config.reset"),
-        Binding("slash", "focus_value", "Edit value", key_display="/", id="config.edit"),
+        # Priority, so the app moves the focus before it reads the next key: keys typed right after Enter go into
+        # the value box (forwarded to the table they would switch screens or be lost).
+        Binding("slash,enter", "focus_value", "Edit value", key_display="/", id="config.edit", priority=True),
     ]
 
     def __init__(self) -> None:
@@ -102,9 +139,12 @@ class ConfigScreen(Screen):
         self.error: str | None = None
         self.note: str | None = None
         self._value_width = 22
+        self._generation = 0  # of the newest rebuild asked for: older results are dropped
+        self._shown_generation = 0
         self._widths: tuple[int, int, int] = (0, 0, 0)
 
     def compose(self) -> ComposeResult:
+        yield TitleBar("Config")
         with Horizontal(id="config-top"):
             yield Select([], prompt="preset", allow_blank=True, id="config-preset", disabled=True)
             yield Static("loading the config model...", id="config-status")
@@ -169,30 +209,34 @@ class ConfigScreen(Screen):
 
     # -- model ----------------------------------------------------------------------------------
     def rebuild(self, new_key: str | None = None) -> None:
-        """Reload preset + overrides; a bad override is refused with its one-line reason."""
-        from core.errors import UserError
-        from core.training.config import load_config, validate
+        """Check preset + overrides in a worker (validation reads the task set: ~0.3 s on a first visit); the
+        screen shows the outcome when `ConfigBuilt` arrives. A refused override is dropped with its reason."""
+        self._generation += 1
+        self._build(self._generation, self.preset, dict(self.overrides), new_key)
 
-        self.preset_values = load_config(self.preset).flat()
-        try:
-            cfg = load_config(self.preset, None, [f"{k}={v}" for k, v in self.overrides.items()])
-        except UserError as exc:
-            self.error = str(exc)
-            if new_key is not None:
-                self.overrides.pop(new_key, None)
-            cfg = load_config(self.preset, None, [f"{k}={v}" for k, v in self.overrides.items()])
-        else:
-            self.error = None
-        self.cfg = cfg
-        self.values = cfg.flat()
-        missing, self.note = model_check(str(self.values.get(MODEL_KEY, "")))
-        self.problems = list(validate(cfg)) + ([missing] if missing else [])
+    @work(thread=True, exclusive=True, group="config-build", exit_on_error=False)
+    def _build(self, generation: int, preset: str, overrides: dict[str, str], new_key: str | None) -> None:
+        self.post_message(build_config(generation, preset, overrides, new_key))
+
+    def on_config_built(self, built: ConfigBuilt) -> None:
+        if built.generation != self._generation:
+            return  # an older edit's check: the newer one is on its way
+        self._shown_generation = built.generation
+        if built.refused is not None and self.overrides.get(built.refused) == built.refused_value:
+            del self.overrides[built.refused]
+        self.error, self.cfg, self.preset_values, self.values = built.error, built.cfg, built.preset_values, built.values
+        self.problems, self.note = built.problems, built.note
         self._fill_table()
         self._show_status()
         key = self.selected_key()
         if key is not None:
             self._show_key(key)  # the edit box shows the value now in force (after undo or a preset change)
-        self._estimate(cfg)
+        self._estimate(built.cfg)
+
+    @property
+    def checking(self) -> bool:
+        """A rebuild is on its way (what the screen shows is the config before the last edit)."""
+        return self._shown_generation != self._generation
 
     def _cells(self, key: str) -> tuple[str, str, str]:
         value, preset_value = self.values[key], self.preset_values.get(key)
@@ -236,7 +280,7 @@ class ConfigScreen(Screen):
         message = self.query_one("#config-message", Static)
         lines = []
         if self.error:
-            lines.append(f"✖ {self.error}")
+            lines.append(f"✖ not applied (the value in force is kept): {self.error}")
         lines += [f"⚠ {p}" for p in self.problems]
         message.update("\n".join(lines) if lines else "✔ valid" + (f" (note: {self.note})" if self.note else ""))
         message.set_class(bool(self.error or self.problems), "-error")
@@ -297,14 +341,22 @@ class ConfigScreen(Screen):
         self.rebuild(new_key=key)
 
     # -- actions --------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "focus_value":  # only from the table: in the value box, `/` is typed and Enter applies
+            return self.focused is None or self.focused.id == "config-table"
+        return True
+
     def action_focus_value(self) -> None:
-        self.query_one("#config-value", Input).focus()
+        self.set_focus(self.query_one("#config-value", Input))  # now, not after a refresh as `focus()` would
 
     def action_reset_key(self) -> None:
         key = self.selected_key()
         if key is not None and key in self.overrides:
             del self.overrides[key]
             self.rebuild()
+        elif self.error:  # the refused edit was never applied: undoing it only clears its message
+            self.error = None
+            self._show_status()
 
     def save(self, path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -318,17 +370,27 @@ class ConfigScreen(Screen):
         self.notify(f"saved {path} (devops-rl train --config {path.name})")
 
     def action_launch(self) -> None:
+        from core.errors import UserError
         from core.runs import new_run_id
         from core.training.train import mode_for_preset
         from devops_tui.launcher import launch
 
-        if self.cfg is None or self.error or self.problems:
-            self.notify("fix the config problems first", severity="error")
+        # A refused edit (self.error) was never applied: the config in force is what the checks looked at.
+        if self.cfg is None or self.checking:
+            self.notify("the config is still being checked; launch again in a moment", severity="warning")
+            return
+        if self.problems:
+            more = f" (+{len(self.problems) - 1} more on the right)" if len(self.problems) > 1 else ""
+            self.notify(f"not launched: {self.problems[0]}{more}", severity="error")
             return
         mode = mode_for_preset(self.preset)
         run_id = new_run_id(mode)
         config_file = self.save(self.app.runs_root / ".cockpit" / f"{run_id}.config.yaml")
-        run = launch(mode, self.app.runs_root, config_file=config_file, run_id=run_id)
+        try:
+            run = launch(mode, self.app.runs_root, config_file=config_file, run_id=run_id)
+        except UserError as exc:
+            self.notify(f"not launched: {exc}", severity="error")
+            return
         self.app.register_launch(run)
         self.notify(f"started {run_id} (pid {run.pid})")
         self.app.open_run(run.path)

@@ -17,7 +17,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Markdown, Select, Static
 
-from devops_tui.widgets.footer import CockpitFooter
+from devops_tui.widgets.footer import CockpitFooter, TitleBar
 from tasks import DIFFICULTIES, TASK_TYPES, Task
 
 
@@ -125,6 +125,7 @@ class DatasetScreen(Screen):
         self._columns: list[tuple[str, int]] = []
 
     def compose(self) -> ComposeResult:
+        yield TitleBar("Dataset")
         yield Static("", id="dataset-problems")
         with Horizontal(id="dataset-filters"):
             yield Select([(t, t) for t in TASK_TYPES], prompt="any type", id="filter-type")

@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Log, ProgressBar, Static, TabbedContent, TabPane
+from textual.widgets import ProgressBar, Static, TabbedContent, TabPane
 
 from core.formatting import format_duration, format_number
 from core.runs import Alert, Thresholds
@@ -27,21 +27,25 @@ from devops_tui.livecharts import CHART_TABS, memory_keys, memory_label, penalty
 from devops_tui.messages import RunDataReady
 from devops_tui.runfeed import LOG_LINES_KEPT, RunFeed, follow_feed
 from devops_tui.runstate import RunState
-from devops_tui.widgets.chart import SMOOTHING_STEPS, ZOOM_STEPS, Chart, ChartPanel, ChartView
-from devops_tui.widgets.footer import CockpitFooter
+from devops_tui.widgets.chart import SMOOTHING_STEPS, WAITING, ZOOM_STEPS, Chart, ChartPanel, ChartView
+from devops_tui.widgets.footer import CockpitFooter, TitleBar
 from devops_tui.widgets.inspector import SampleInspector
+from devops_tui.widgets.logview import LogView
 from devops_tui.widgets.tables import AlertHistory, MetricsTable, metrics_csv
 
 REDRAW_INTERVAL_S = 1.0
 PREMOUNT_PAUSE_S = 0.2  # between mounting one hidden tab and the next, after the first paint
 ALERT_LINES = 3
+LOG_REFILL_LINES = 80  # two screens of a 40-line terminal; each costs a render when the tab opens
 
 TABS = (("tab-rewards", "[u]R[/u]ewards"), ("tab-training", "[u]T[/u]raining"), ("tab-system", "S[u]y[/u]stem"),
         ("tab-samples", "Sa[u]m[/u]ples"), ("tab-metrics", "Metrics ([u]k[/u])"), ("tab-alerts", "[u]A[/u]lerts"),
         ("tab-log", "[u]L[/u]og"))
 
 
-NOTIFY_EVENTS = ("checkpoint", "validation", "warning", "finished", "failed", "stopped", "alert")
+NOTIFY_EVENTS = ("warning", "finished", "failed", "stopped")  # alerts are not among them: the alert bar shows them
+QUIET_EVENTS = ("checkpoint", "validation")  # every few steps: a short toast only where it covers little
+QUIET_MIN_WIDTH = 100
 
 
 def describe_event(event: dict) -> str:
@@ -63,8 +67,8 @@ def alert_lines(alerts: list[Alert], limit: int = ALERT_LINES) -> Text:
         text.append("✖ " if alert.level == "error" else "⚠ ", style="bold")
         text.append(alert.message)
     if len(alerts) > len(shown):
-        text.append(f"\n… {len(alerts) - len(shown)} more: a (Alerts tab)" + ("; x acknowledges errors"
-                                                                              if any(a.level == "error" for a in alerts) else ""))
+        text.append(f"\n… {len(alerts) - len(shown)} more: a (Alerts tab)")
+    text.append("  x: acknowledge", style="dim")
     return text
 
 
@@ -109,7 +113,7 @@ class LiveScreen(Screen):
         Binding("k", "show_tab('tab-metrics')", "Metrics tab", id="live.metrics", show=False),
         Binding("a", "show_tab('tab-alerts')", "Alerts tab", id="live.alerts", show=False),
         Binding("l", "show_tab('tab-log')", "Log tab", id="live.log", show=False),
-        Binding("x", "acknowledge", "Ack errors", id="live.acknowledge"),
+        Binding("x", "acknowledge", "Ack alerts", id="live.acknowledge"),
         Binding("w", "smoothing", "Smoothing", id="live.smoothing", show=False),
         Binding("g", "log_scale", "Log scale", id="live.log_scale", show=False),
         Binding("z", "zoom", "Zoom steps", id="live.zoom", show=False),
@@ -131,11 +135,13 @@ class LiveScreen(Screen):
         self._samples_shown = -1
         self._alerts: list[Alert] = []
         self._log_lines: deque[str] = deque(maxlen=LOG_LINES_KEPT)  # for a Log tab not shown yet
+        self._log_stale = False  # lines arrived while the Log tab was hidden: it is refilled when shown
         self._shown_tabs: set[str] = set()  # tabs drawn at least once (for this run)
         self._mounting: dict[str, asyncio.Future] = {}  # each tab's one mount of its widgets (done: drawn into)
         self.redraws = 0
 
     def compose(self) -> ComposeResult:
+        yield TitleBar("Live")
         with Horizontal(id="live-head"):
             yield Static("no run attached: open one on the Runs screen (1) or start one (3)", id="live-title")
             yield ProgressBar(total=None, show_eta=False, id="live-progress")
@@ -155,7 +161,10 @@ class LiveScreen(Screen):
         await self._mounting[tab]
 
     async def _mount_tab(self, tab: str) -> None:
-        pane = self.query_one(f"#{tab}", TabPane)
+        panes = self.query(f"#{tab}").results(TabPane)
+        pane = next(panes, None)
+        if pane is None:  # the app is closing: the premount woke up after the screen's widgets were removed
+            return
         if tab in CHART_TABS:
             charts = [Chart(title, keys, unit=unit) for title, keys, unit in CHART_TABS[tab]]
             await pane.mount(VerticalScroll(ChartPanel(charts, id=f"charts-{tab.removeprefix('tab-')}"),
@@ -170,9 +179,8 @@ class LiveScreen(Screen):
         elif tab == "tab-alerts":
             await pane.mount(AlertHistory(id="live-alert-history"))
         elif tab == "tab-log":
-            log = Log(max_lines=LOG_LINES_KEPT, id="live-log", auto_scroll=True)
-            await pane.mount(log)
-            log.write_lines(list(self._log_lines))
+            await pane.mount(LogView(max_lines=LOG_LINES_KEPT, id="live-log"))
+            self._sync_log()
         self._drawn_version = -1
 
     def on_mount(self) -> None:
@@ -198,7 +206,8 @@ class LiveScreen(Screen):
         self._events_seen = False
         self._samples_shown = -1
         self._log_lines.clear()
-        for log in self.query("#live-log").results(Log):
+        self._log_stale = False
+        for log in self.query("#live-log").results(LogView):
             log.clear()
         for tabs in self.query("#live-tabs").results(TabbedContent):
             tabs.loading = True  # until the follower's first read arrives
@@ -233,15 +242,20 @@ class LiveScreen(Screen):
         first = not self._events_seen
         if self._events_seen:  # lifecycle news as it happens (not the history read on attaching)
             for event in update.events:
-                if event.get("event") in NOTIFY_EVENTS:
-                    bad = event["event"] == "failed" or event.get("level") == "error"
-                    self.notify(describe_event(event), severity="error" if bad else "information")
+                kind = event.get("event")
+                if kind in NOTIFY_EVENTS:
+                    self.notify(describe_event(event), severity="error" if kind == "failed" else "information")
+                elif kind in QUIET_EVENTS and self.size.width >= QUIET_MIN_WIDTH:
+                    self.notify(describe_event(event), timeout=2)
         self._events_seen = True
         self.state.apply(update)
         if update.log_lines:
             self._log_lines.extend(update.log_lines)
-            for log in self.query("#live-log").results(Log):
-                log.write_lines(update.log_lines)
+            if self._active_tab() == "tab-log" and not self._log_stale:
+                for log in self.query("#live-log").results(LogView):
+                    log.write_lines(update.log_lines)
+            else:
+                self._log_stale = True
         if first:
             self.query_one("#live-tabs", TabbedContent).loading = False
             self.redraw()  # first paint at once; after that at the redraw interval
@@ -260,14 +274,31 @@ class LiveScreen(Screen):
 
     async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         tab = event.pane.id
+        self.query_one(TitleBar).show(Text.from_markup(dict(TABS)[tab]).plain.split(" (")[0])
         await self._fill_tab(tab)
+        if tab == "tab-log" and self._log_stale:
+            self._sync_log()
         if tab == "tab-samples":  # after the tab is on screen: the focus moves in the next frame
             self.call_after_refresh(self.query_one(SampleInspector).query_one("#samples-table").focus)
+        elif tab == "tab-metrics":  # a search tab: what is typed filters (Esc gives the keys back)
+            self.set_focus(self.query_one("#metrics-filter"))
         if tab in self._shown_tabs:
             # The tab appears at once with what it drew last time; its new data follows in the next frame.
             self.call_after_refresh(self.redraw)
         else:
             self.redraw()
+
+    def _sync_log(self) -> None:
+        """Refill the Log tab from the kept lines. A wrapped log renders each line as it is written, so lines are
+        written only while the tab shows (a hidden tab cost the event loop 1,000 renders a second) and a refill
+        writes the newest LOG_REFILL_LINES."""
+        self._log_stale = False
+        for log in self.query("#live-log").results(LogView):
+            log.clear()
+            lines = list(self._log_lines)
+            if len(lines) > LOG_REFILL_LINES:
+                log.write_lines([f"… {len(lines) - LOG_REFILL_LINES} earlier lines in train.log"])
+            log.write_lines(lines[-LOG_REFILL_LINES:])
 
     def on_resize(self, event) -> None:
         self.set_class(event.size.width < 100, "-narrow")  # the header needs the progress bar's room
@@ -300,7 +331,8 @@ class LiveScreen(Screen):
         series = state.series
         if tab in CHART_TABS:
             for panel in self.query_one(f"#{tab}").query(ChartPanel).results(ChartPanel):
-                panel.set_series(series, lambda chart: self._chart_keys(chart, series), view=self.view)
+                panel.set_series(series, lambda chart: self._chart_keys(chart, series), view=self.view,
+                                 waiting=state.warmstart_text() or WAITING)
         elif tab == "tab-metrics":
             for table in self.query(MetricsTable).results(MetricsTable):
                 table.show(state.figures(), state.exact())
@@ -339,13 +371,17 @@ class LiveScreen(Screen):
             status = f"failed: {failure.message.split(': ', 1)[-1]}"  # it never wrote a meta.json
         parts = [Text(self.feed.name if self.feed else "-", style="bold")]
         parts.append(Text(f" {status}{' (started here)' if launched else ''}"))
-        parts.append(Text(f"  step {step if step is not None else '-'}/{total or '?'}"))
+        warmstart = state.warmstart_text()
+        if warmstart is not None:  # before step 1: the SFT warm-start's own progress, not `step -/?`
+            parts.append(Text(f"  {warmstart}"))
+        else:
+            parts.append(Text(f"  step {step if step is not None else '-'}/{total or '?'}"))
         epoch = state.latest.get("training/epoch")
         if epoch is not None and epoch == epoch:
             shown = int(epoch) if float(epoch).is_integer() else format_number(epoch, style="compact")
             parts.append(Text(f"  epoch {shown}"))
         running = state.status() == "running"
-        if running:
+        if running and warmstart is None:
             parts.append(Text(f"  ETA {format_duration(state.eta_seconds(), parts=2)}"))
         key = state.reward_key()
         if key:
@@ -354,7 +390,9 @@ class LiveScreen(Screen):
         bar = self.query_one("#live-progress", ProgressBar)
         # No endless loading bar for a dead run; none at all where the header needs the room.
         bar.display = not self.has_class("-narrow") and (bool(total) or (running and failure is None))
-        if total:
+        if warmstart is not None:
+            bar.update(total=state.warmstart.get("total_steps"), progress=state.warmstart.get("step"))
+        elif total:
             bar.update(total=total, progress=min(step or 0, total))
         self._alerts = state.shown_alerts([failure] if failure is not None else None)
         box = self.query_one("#live-alerts", Static)
@@ -369,7 +407,7 @@ class LiveScreen(Screen):
 
     def action_acknowledge(self) -> None:
         count = self.state.acknowledge(self._alerts)
-        self.notify(f"{count} error(s) acknowledged; the Alerts tab keeps them" if count else "no errors to acknowledge")
+        self.notify(f"{count} alert(s) acknowledged; the Alerts tab keeps them" if count else "no alerts to acknowledge")
         self._update_head()
 
     def _set_view(self, **changes) -> None:

@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Static
 
 from core.formatting import format_number
 from devops_tui.compare import by_time, results_label, results_time
-from devops_tui.widgets.footer import CockpitFooter
+from devops_tui.widgets.footer import CockpitFooter, TitleBar
 
 SECTIONS = (("by type", "by_type"), ("by difficulty", "by_difficulty"), ("by dimension", "by_dimension"),
             ("penalties (lower is better)", "by_penalty"))
@@ -94,6 +94,7 @@ class ResultsScreen(Screen):
         self.base: Path | None = None
 
     def compose(self) -> ComposeResult:
+        yield TitleBar("Results")
         yield Static("pick a run on the Runs screen (1) and press e", id="results-title")
         with Horizontal(id="results-body"):
             with Vertical(id="results-left"):

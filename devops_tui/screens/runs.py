@@ -20,7 +20,7 @@ from core.formatting import format_duration, format_number
 from core.runs import META_FILE, RunSummary, list_runs
 from devops_tui.actions import confirm_and_stop
 from devops_tui.messages import OpenRun, RunsListed
-from devops_tui.widgets.footer import CockpitFooter
+from devops_tui.widgets.footer import CockpitFooter, TitleBar
 
 REFRESH_S = 3.0
 # (label, width); status takes what is left, the optional columns go first on a narrow terminal.
@@ -76,6 +76,7 @@ class RunsScreen(Screen):
         self._columns: list[tuple[str, int]] = []
 
     def compose(self) -> ComposeResult:
+        yield TitleBar("Runs")
         yield Static("", id="runs-title")
         yield DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         yield CockpitFooter()

@@ -89,6 +89,9 @@ def value_range(values: Sequence[float]) -> tuple[float, float]:
     return lo, hi
 
 
+WAITING = "waiting for data"
+
+
 class Chart:
     """One line chart of one or more metrics (no widget): the first line gets a smoothed bold line over its faint
     raw values. A `MetricChart` shows one; a `ChartPanel` draws a whole grid of them as a single widget."""
@@ -107,6 +110,7 @@ class Chart:
         self._series: list[Series | None] = [None] * len(self.keys)
         self._generation = 0
         self._cache: tuple[tuple, list[Strip]] | None = None
+        self.waiting = WAITING  # what an empty chart says (the Live screen: the warm-start's progress)
         self.draws = 0  # how many times the chart was actually rebuilt (tests check it stays idle)
 
     def set_series(self, series: dict[str, Series], keys: Sequence[str] | None = None,
@@ -165,7 +169,13 @@ class Chart:
         share = max(4, width // len(legend) - 1)
         second = []
         for text, style in legend:
-            second += [Segment(text if len(text) <= share else text[: share - 1] + "…", style), Segment(" ", base)]
+            if len(text) > share:  # the label gives way, never the value
+                label, _, value = text.rpartition(" ")
+                room = max(share - len(value) - 2, 0)
+                # A run name cut from the left (`…ci-fast-5e1f`) keeps its end, the part that tells runs apart.
+                label = "…" + label[len(label) - room:] if label.startswith("…") else label[:room] + "…"
+                text = f"{label} {value}"[-share:]
+            second += [Segment(text, style), Segment(" ", base)]
         return [Strip(head).adjust_cell_length(width, base), Strip(second).adjust_cell_length(width, base)]
 
     def _build(self, width: int, height: int, styles: dict[str, Style], base: Style) -> list[Strip]:
@@ -176,7 +186,7 @@ class Chart:
         plot_w = width - LABEL_WIDTH
         present = [s for s in self._series if s is not None and len(s)]
         if rows < 1 or plot_w < 4 or not present:
-            msg = "waiting for data" if rows >= 1 else ""
+            msg = self.waiting if rows >= 1 else ""
             for r in range(height - len(out)):
                 text = msg if r == max(rows // 2, 0) else ""
                 out.append(Strip([Segment(text.center(width)[:width], base + styles["chart--axis"])], width))
@@ -306,10 +316,12 @@ class ChartPanel(_ChartStyles, Widget):
     def get_content_height(self, container, viewport, width: int) -> int:
         return self.rows * max(self.MIN_HEIGHT, container.height // self.rows)
 
-    def set_series(self, series: dict[str, Series], keys_for=None, view: ChartView | None = None) -> None:
+    def set_series(self, series: dict[str, Series], keys_for=None, view: ChartView | None = None,
+                   waiting: str = WAITING) -> None:
         """New data for every chart; `keys_for(chart)` gives (keys, labels) for charts whose lines are chosen
-        by the screen, or (None, None)."""
+        by the screen, or (None, None); `waiting` is what the charts without data say."""
         for chart in self.charts:
+            chart.waiting = waiting
             keys, labels = keys_for(chart) if keys_for is not None else (None, None)
             chart.set_series(series, keys, labels, view)
         self.refresh()

@@ -1,13 +1,15 @@
-"""The cockpit's footer: Textual's, with the help key pinned to the right edge so no terminal width hides it,
-rebuilt only when the keys it shows change (not on every focus move: a rebuild mounts a dozen widgets).
+"""The cockpit's chrome: a title bar naming the screen and tab, and Textual's footer with the help key pinned to
+the right edge so no terminal width hides it, rebuilt only when the keys it shows change (not on every focus
+move: a rebuild mounts a dozen widgets).
 
 On a narrow terminal the other keys are cut from the right; `?` lists all of them.
 """
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import Footer
+from textual.widgets import Footer, Static
 
 
 class CockpitFooter(Footer):
@@ -38,3 +40,32 @@ class CockpitFooter(Footer):
             if getattr(widget, "action", None) == "help":  # the FooterKey of the app's help binding
                 widget.add_class("-help")
             yield widget
+
+
+SCREEN_NUMBERS = {"Runs": 1, "Dataset": 2, "Config": 3, "Live": 4, "Results": 5, "Compare": 6}
+
+
+class TitleBar(Static):
+    """The top line of every screen: where you are (`devops-rl › 4 Live › Rewards`) and how to move on."""
+
+    DEFAULT_CSS = """
+    TitleBar {
+        dock: top;
+        height: 1;
+        padding: 0 1;
+        background: $primary-muted;
+        color: $text;
+    }
+    """
+
+    def __init__(self, screen_name: str) -> None:
+        super().__init__(id="title-bar")
+        self.screen_name = screen_name
+        self.show()
+
+    def show(self, part: str | None = None) -> None:
+        """Name the screen, and `part` of it (the tab shown)."""
+        text = Text.assemble(("devops-rl", "bold"), f" › {SCREEN_NUMBERS[self.screen_name]} ",
+                             (self.screen_name, "bold"), f" › {part}" if part else "")
+        text.append("   1-6 screens · ? keys", style="dim")
+        self.update(text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -50,52 +51,77 @@ def _section(text: Text, title: str) -> None:
     text.append("─" * max(0, 40 - len(title)) + "\n", style="dim")
 
 
-def _evidence(text: Text, items) -> None:
+class _Blocks:
+    """Text with indented paragraphs: an indented line is its own padded block, so when it wraps its second row
+    starts under its first, not at column 0 (rubric evidence wrapped to the left edge)."""
+
+    def __init__(self) -> None:
+        self.parts: list[RenderableType] = []
+        self.text = Text()
+
+    def indented(self, line: str, style: str, indent: int = 6) -> None:
+        self._flush()
+        self.parts.append(Padding(Text(line, style=style), (0, 0, 0, indent)))
+
+    def _flush(self) -> None:
+        if self.text:
+            if self.text.plain.endswith("\n"):
+                self.text.right_crop(1)
+            self.parts.append(self.text)
+            self.text = Text()
+
+    def group(self) -> Group:
+        self._flush()
+        return Group(*self.parts)
+
+
+def _evidence(blocks: _Blocks, items) -> None:
     items = [clean(e) for e in (items or []) if str(e).strip()]
     for item in items[:EVIDENCE_SHOWN]:
-        text.append(f"      {item[:240]}\n", style="dim")
+        blocks.indented(item[:240], "dim")
     if len(items) > EVIDENCE_SHOWN:
-        text.append(f"      (+{len(items) - EVIDENCE_SHOWN} more in samples.jsonl)\n", style="dim italic")
+        blocks.indented(f"(+{len(items) - EVIDENCE_SHOWN} more in samples.jsonl)", "dim italic")
 
 
-def breakdown_text(breakdown: dict | None) -> Text:
+def breakdown_text(breakdown: dict | None) -> Group:
     """The rubric criteria, each dimension and each applied penalty, with their evidence."""
-    text = Text()
+    blocks = _Blocks()
     if not breakdown:
-        text.append("\n(no reward breakdown logged for this answer)\n", style="dim")
-        return text
+        blocks.text.append("\n(no reward breakdown logged for this answer)\n", style="dim")
+        return blocks.group()
     score, criteria = rubric_of(breakdown)
     evidence = breakdown.get("evidence") or {}
     if criteria:
-        _section(text, "rubric" + (f" {_num(score, 2)}" if score is not None else ""))
+        _section(blocks.text, "rubric" + (f" {_num(score, 2)}" if score is not None else ""))
         for c in criteria:
             status = str(c.get("status") or "")
             mark = STATUS_MARKS.get(status, "·")
             style = {"passed": "green", "partial": "yellow", "failed": "red"}.get(status, "")
-            text.append(f"  {mark} ", style=style)
-            text.append(f"{c.get('id', '?')}", style="bold")
-            text.append(f"  {_num(c.get('score'), 2)}" + (f"  w {_num(c.get('weight'), 2)}" if c.get("weight") is not None
-                                                          else "") + ("  forbid" if c.get("forbid") else "") + "\n")
+            blocks.text.append(f"  {mark} ", style=style)
+            blocks.text.append(f"{c.get('id', '?')}", style="bold")
+            blocks.text.append(f"  {_num(c.get('score'), 2)}" + (f"  w {_num(c.get('weight'), 2)}"
+                                                                 if c.get("weight") is not None else "")
+                               + ("  forbid" if c.get("forbid") else "") + "\n")
             if c.get("description"):
-                text.append(f"      {clean(c['description'])[:200]}\n", style="italic")
-            _evidence(text, c.get("evidence"))
+                blocks.indented(clean(c["description"])[:200], "italic")
+            _evidence(blocks, c.get("evidence"))
     dims = breakdown.get("dimensions") or {}
     if dims:
-        _section(text, "dimensions")
+        _section(blocks.text, "dimensions")
         for name, value in dims.items():
-            text.append(f"  {name:<18} {_num(value, 2)}\n")
-            _evidence(text, evidence.get(name))
+            blocks.text.append(f"  {name:<18} {_num(value, 2)}\n")
+            _evidence(blocks, evidence.get(name))
     penalties = {k: v for k, v in (breakdown.get("penalties") or {}).items() if v}
-    _section(text, "penalties")
+    _section(blocks.text, "penalties")
     if not penalties:
-        text.append("  none\n", style="dim")
+        blocks.text.append("  none\n", style="dim")
     for name, value in penalties.items():
-        text.append(f"  {name:<18} -{_num(value, 2)}\n", style="bold")
-        _evidence(text, evidence.get(name))
-    return text
+        blocks.text.append(f"  {name:<18} -{_num(value, 2)}\n", style="bold")
+        _evidence(blocks, evidence.get(name))
+    return blocks.group()
 
 
-def answer_text(sample: dict, step: int | None, samples: list[dict]) -> Text:
+def answer_text(sample: dict, step: int | None, samples: list[dict]) -> Group:
     """One answer: where it is from, reward, advantage, rubric, the prompt, the whole answer, then its breakdown."""
     group = group_of(samples, sample)
     text = Text()
@@ -114,9 +140,8 @@ def answer_text(sample: dict, step: int | None, samples: list[dict]) -> Text:
     _section(text, "prompt")
     text.append(clean(sample.get("prompt") or "(not logged)").strip() + "\n")
     _section(text, "answer")
-    text.append(clean(sample.get("response")).rstrip() + "\n")
-    text.append_text(breakdown_text(sample.get("breakdown")))
-    return text
+    text.append(clean(sample.get("response")).rstrip())
+    return Group(text, breakdown_text(sample.get("breakdown")))
 
 
 def group_text(sample: dict, step: int | None, samples: list[dict]) -> Text:
@@ -208,6 +233,7 @@ class SampleInspector(Widget):
         self.follow = True  # show each new step as it arrives, until the user moves away from the latest
         self.view = VIEWS[0]
         self.occurrences: tuple[str, list] | None = None
+        self._columns: list[tuple[str, int]] = []
         self.loads = 0
 
     def compose(self) -> ComposeResult:
@@ -219,9 +245,40 @@ class SampleInspector(Widget):
                 yield Static("", id="samples-body")
 
     def on_mount(self) -> None:
+        self._size_columns()
+
+    def on_resize(self, event) -> None:
+        self._size_columns()
+
+    def _size_columns(self) -> None:
+        """Reward and advantage whole (`0.500`, `+0.90`), the task id takes what is left, the group only where it
+        fits (the detail pane names it): a table wider than its pane cut the advantage and showed `0.0`."""
         table = self.query_one("#samples-table", DataTable)
-        for label, width in (("task", 14), ("grp", 4), ("reward", 6), ("adv", 6)):
+        room = self.query_one("#samples-left").size.width - 2 - 2 * table.cell_padding  # the scrollbar, padding
+        columns = [("task", 0), ("grp", 4), ("reward", 6), ("adv", 5)]
+        if room < 29:  # a task id under 8 characters is no use
+            columns.remove(("grp", 4))
+        room -= sum(w for _, w in columns) + 2 * table.cell_padding * (len(columns) - 1)
+        columns[0] = ("task", max(6, room))
+        if columns == self._columns:
+            return
+        self._columns = columns
+        table.clear(columns=True)
+        for label, width in columns:
             table.add_column(label, width=width)
+        self._fill_rows()
+
+    def _fill_rows(self) -> None:
+        table = self.query_one("#samples-table", DataTable)
+        row = table.cursor_row
+        table.clear()
+        task_width = self._columns[0][1]
+        for sample in self.samples:
+            cells = {"task": str(sample.get("task_id") or "?")[:task_width], "grp": str(sample.get("group") or "")[:4],
+                     "reward": _num(sample.get("reward")), "adv": _num(sample.get("advantage"), 2, signed=True)}
+            table.add_row(*(cells[label] for label, _ in self._columns))
+        if self.samples:
+            table.move_cursor(row=min(max(row, 0), len(self.samples) - 1))
 
     def attach(self, source) -> None:
         """Follow another run's samples (None: the run has none)."""
@@ -265,14 +322,7 @@ class SampleInspector(Widget):
                      + ("" if self.follow else " · end: latest"))
         if not changed:
             return
-        table = self.query_one("#samples-table", DataTable)
-        row = table.cursor_row
-        table.clear()
-        for sample in self.samples:
-            table.add_row(str(sample.get("task_id") or "?")[:14], str(sample.get("group") or "")[:4],
-                          _num(sample.get("reward")), _num(sample.get("advantage"), 2, signed=True))
-        if self.samples:
-            table.move_cursor(row=min(max(row, 0), len(self.samples) - 1))
+        self._fill_rows()
         self.show()
 
     def on_prompt_loaded(self, message: PromptLoaded) -> None:

@@ -84,7 +84,7 @@ class MetricsTable(Vertical):
         self.rows: list[tuple[str, ...]] = []
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="filter keys (words), ctrl+s saves the table as CSV", id="metrics-filter")
+        yield Input(placeholder="type to filter keys (words) · esc: back to the keys · ctrl+s: CSV", id="metrics-filter")
         yield Static("", id="metrics-note")
         with VerticalScroll(id="metrics-scroll"):
             yield Static("", id="metrics-table")
@@ -96,7 +96,10 @@ class MetricsTable(Vertical):
     def show(self, figures: dict[str, KeyStats], exact: bool) -> None:
         self.figures, self.exact = figures, exact
         self.rows = metric_rows(figures, self.words)
-        self.query_one("#metrics-table", Static).update(table_text(METRIC_COLUMNS, self.rows, self.size.width - 2))
+        # Before its first layout the widget has no width: the screen's stands in (else keys cut to 12 characters
+        # and the mean and step columns left out until the next change).
+        width = (self.size.width or self.screen.size.width) - 4  # the padding and the scrollbar
+        self.query_one("#metrics-table", Static).update(table_text(METRIC_COLUMNS, self.rows, width))
         note = f"{len(self.rows)} of {len(figures)} keys"
         if not exact:
             note += " · min/max/mean from the thinned history until the whole file is read"
@@ -105,6 +108,10 @@ class MetricsTable(Vertical):
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
         self.show(self.figures, self.exact)
+
+    def on_resize(self, event) -> None:
+        if self.figures:
+            self.show(self.figures, self.exact)
 
 
 class AlertHistory(VerticalScroll):
