@@ -38,7 +38,7 @@ ALLOWED_KEYS = frozenset((*REQUIRED_KEYS, "rubric", "mutants"))
 # and a single --task-file may leave it out (the reward then falls back to the six dimensions).
 RUBRIC_REQUIRED = True
 # ... and, with it, at least one decisive criterion and this many mutants of its reference (tasks/mutants.py).
-MUTANTS_REQUIRED = 0  # 3 once every task of tasks/data has its decisive criteria and mutants
+MUTANTS_REQUIRED = 3  # every built-in task has decisive criteria and at least this many mutants of its reference
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{1,63}$")
 EXPECTED_OUTPUTS_RANGE = (3, 6)
 

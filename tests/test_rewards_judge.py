@@ -212,3 +212,23 @@ def test_verl_reward_function_honours_the_judge_section(judge_server, task):
     judged = compute_score("devops", task.reference_answer, truth, judge=section)
     assert len(_Judge.requests) == 1 and judged["score"] < rules["score"]  # the judge gave every criterion 0
     assert set(judged) == set(rules)
+
+
+def test_a_verl_run_with_the_judge_on_passes_the_section_to_the_reward_function(judge_server, task):
+    """The composed verl config carries the judge section as the reward function's keyword, and verl's own loader
+    hands it over: a judged verl run asks the judge (and its score differs from the rules-only one)."""
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    from core.training.config import load_config
+    from core.training.verl_backend.compose import compose_verl_config
+
+    truth = json.dumps({"task": task.to_dict(), "reward_weights": {}})
+    plain = compose_verl_config(load_config("ci-fast"))
+    assert not plain.reward.custom_reward_function.get("reward_kwargs")
+    rules = get_custom_reward_fn(plain)("devops", task.reference_answer, truth)
+    judged_config = compose_verl_config(load_config("ci-fast", overrides=[
+        "devops.reward.judge.enable=true", f"devops.reward.judge.base_url={judge_server}",
+        "devops.reward.judge.model=judge-model"]))
+    assert judged_config.reward.custom_reward_function.reward_kwargs.judge.api_key_env == "DEVOPS_RL_API_KEY"
+    judged = get_custom_reward_fn(judged_config)("devops", task.reference_answer, truth)
+    assert len(_Judge.requests) == 1 and judged["score"] < rules["score"]

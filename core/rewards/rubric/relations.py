@@ -206,6 +206,10 @@ def pdb_allows_disruption(artifacts: Any, replicas: int | None = None, at_most: 
     best, evidence = 0.0, []
     for pdb in budgets:
         matched = [w for w in matched_workloads(artifacts, pdb) if _named(w, workload)]
+        if not matched and replicas is not None and any(objects(artifacts, *WORKLOAD_KINDS)):
+            # The task gives the replica count, but the answer also shows its workloads: the budget must select one.
+            evidence.append(f"{name_of(pdb)} selects none of the answer's workloads")
+            continue
         total = replicas if replicas is not None else next(filter(None, map(replicas_of, matched)), None)
         if total is None:
             evidence.append(f"{name_of(pdb)} selects no workload of the answer with a replica count")

@@ -210,6 +210,9 @@ def _fill_project_keys(config, cfg, *, run_path, resume: bool, ray_address: str 
         fills["actor_rollout_ref.model.use_remove_padding"] = False
     for key, value in fills.items():
         _set(config, key, value, source="devops-rl")
+    if devops.reward.judge.enable:  # reward_fn.compute_score(judge=...): the section names the key's variable, not the key
+        _set(config, "reward.custom_reward_function.reward_kwargs", {"judge": devops.reward.judge.model_dump()},
+             source="devops-rl", free_form=True)
     _set(config, "actor_rollout_ref.model.override_config.attn_implementation", attention, source="devops-rl",
          free_form=True)
 
