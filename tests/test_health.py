@@ -79,6 +79,12 @@ def test_thresholds_come_from_a_config_section_and_the_model_defaults_match():
 
     assert Thresholds.from_mapping(TrainingConfig().devops.alerts.model_dump()) == Thresholds()
     assert Thresholds.from_mapping({"window": 7, "unknown": 1}).window == 7
+    # every threshold can be set in the config (devops.alerts), the 'not learning' one included
+    import dataclasses
+
+    assert {f.name for f in dataclasses.fields(Thresholds)} == set(TrainingConfig().devops.alerts.model_dump())
+    custom = TrainingConfig.model_validate({"devops": {"alerts": {"learning_min_rise": 0.3}}})
+    assert Thresholds.from_mapping(custom.devops.alerts.model_dump()).learning_min_rise == 0.3
 
 
 def test_run_alerts_and_the_status_line():

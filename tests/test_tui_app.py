@@ -19,6 +19,8 @@ import pytest
 from devops_tui.app import CockpitApp
 from tests.conftest import wait_for, write_eval_results, write_task_files
 
+REPO = Path(__file__).resolve().parents[1]
+
 PRODUCER = r'''
 import json, math, os, signal, sys, time
 from pathlib import Path
@@ -385,3 +387,69 @@ async def test_f12_saves_what_the_screen_shows_as_svg(tmp_path, monkeypatch):
         await wait_for(pilot, lambda: list(tmp_path.glob("*.svg")), what="the SVG")
     (svg,) = tmp_path.glob("*.svg")
     assert svg.read_text().startswith("<svg") and "runs" in svg.read_text()
+
+
+def test_attach_waits_for_a_run_that_does_not_exist_yet_then_draws_it(tmp_path):
+    """`tui --attach RUN` opened just before `train` makes RUN: a countdown on the terminal, then the run."""
+    import pty
+    import select
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    run = runs / "20261130-170000-ci-fast-0010"
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ.update({"TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30", "DEVOPS_RL_RUNS_DIR": str(runs)})
+        os.execv(sys.executable, [sys.executable, "-m", "core.cli.main", "tui", "--attach", str(run), "--wait", "120"])
+    output = b""
+
+    def read_until(marker: bytes, timeout: float = 60.0) -> None:
+        nonlocal output
+        deadline = time.monotonic() + timeout
+        while marker not in output:
+            assert time.monotonic() < deadline, f"no {marker!r} in the output: {output[-400:]!r}"
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    output += os.read(fd, 65536)
+                except OSError:
+                    break
+
+    try:
+        read_until(b"s left (Ctrl-C to stop)")
+        run.mkdir()
+        (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "data": {"reward/final/mean": s / 10}})
+                                                   + "\n" for s in (1, 2)))
+        (run / "meta.json").write_text(json.dumps({"run_id": run.name, "status": "finished", "total_steps": 2}))
+        read_until(b"step 2/2")
+        os.write(fd, b"q")
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(fd)
+
+
+def test_attach_gives_up_after_its_wait_in_one_line_and_ctrl_c_stops_it(tmp_path):
+    env = {**os.environ, "DEVOPS_RL_RUNS_DIR": str(tmp_path / "runs"), "HF_HUB_OFFLINE": "1"}
+    missing = str(tmp_path / "runs" / "not-yet")
+    done = subprocess.run([sys.executable, "-m", "core.cli.main", "tui", "--attach", missing, "--wait", "0.5"],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "waited 0.5 s" in errors[0] and "Traceback" not in done.stderr
+    assert "waiting up to 0.5 s" in done.stderr
+    child = subprocess.Popen([sys.executable, "-m", "core.cli.main", "tui", "--attach", missing, "--wait", "300"],
+                             stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    try:
+        assert "waiting up to 300 s" in child.stderr.readline()
+        child.send_signal(signal.SIGINT)
+        assert child.wait(timeout=60) == 130
+        rest = child.stderr.read()
+        assert "Traceback" not in rest and "error:" not in rest and not (tmp_path / "runs" / "not-yet").exists()
+    finally:
+        child.kill()
+        child.wait()

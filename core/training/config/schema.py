@@ -357,6 +357,9 @@ class AlertsConfig(_Section):
                                          "reward moves less than this over a window")
     reward_collapse_ratio: float = Field(_ALERTS.reward_collapse_ratio, gt=0, lt=1, description="warn when the "
                                          "reward's recent mean falls below this share of its best mean")
+    learning_min_rise: float = Field(_ALERTS.learning_min_rise, ge=0, description="warn 'not learning' when, after "
+                                     "a window, the reward has risen less than this (or than its noise) over the run's "
+                                     "own start")
     zero_std_ratio_max: float = Field(_ALERTS.zero_std_ratio_max, gt=0, le=1, description="warn when more than this "
                                       "share of prompt groups have zero reward variance (critic/score/zero_std_ratio)",
                                       json_schema_extra=_tune("such groups teach nothing: raise rollout.n or the "
