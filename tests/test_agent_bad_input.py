@@ -120,7 +120,7 @@ CASES = [
     (["compare", "{data}/binary.json", "{data}/good.json"], ["binary.json: not readable JSON"]),
     (["compare", "{data}/latin1.json", "{data}/good.json"], ["latin1.json: not readable JSON"]),
     (["compare", "{data}/empty.json", "{data}/good.json"], ["empty.json: not readable JSON"]),
-    (["compare", "{data}/a-folder.json", "{data}/good.json"], ["a-folder.json: not readable JSON"]),
+    (["compare", "{data}/a-folder.json", "{data}/good.json"], ["a-folder.json: is a folder"]),
     (["compare", "{data}/good.json", "{data}/reward-string.json"],
      ["results[0].reward: input should be a valid number", "'high'"]),
     (["compare", "{data}/entry-not-object.json", "{data}/good.json"], ["results[0]: input should be a valid dictionary"]),

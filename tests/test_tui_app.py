@@ -421,8 +421,24 @@ def test_attach_waits_for_a_run_that_does_not_exist_yet_then_draws_it(tmp_path):
                                                    + "\n" for s in (1, 2)))
         (run / "meta.json").write_text(json.dumps({"run_id": run.name, "status": "finished", "total_steps": 2}))
         read_until(b"step 2/2")
-        os.write(fd, b"q")
-        _, status = os.waitpid(pid, 0)
+        # Keep draining the terminal while the app quits: a full pty buffer would block its last paint
+        # (and so its exit) forever. A 'q' read before the screen took focus is repeated.
+        deadline = time.monotonic() + 90
+        status = None
+        next_q = 0.0
+        while status is None:
+            assert time.monotonic() < deadline, f"'q' did not quit the app: {output[-400:]!r}"
+            if time.monotonic() >= next_q:
+                os.write(fd, b"q")
+                next_q = time.monotonic() + 5
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    output += os.read(fd, 65536)
+                except OSError:
+                    pass
+            done, raw = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = raw
         assert os.waitstatus_to_exitcode(status) == 0
     finally:
         try:

@@ -43,7 +43,7 @@ async def test_alerts_from_a_run_that_goes_nan_collapses_and_crashes(tmp_path):
     run = root / run_id
     trainer_alerts = [json.loads(line)["check"] for line in (run / "events.jsonl").read_text().splitlines()
                       if '"alert"' in line]
-    assert trainer_alerts == ["nan", "reward_collapse"]
+    assert trainer_alerts == ["nan", "not_learning", "reward_collapse"]  # a flat start, then the fall
     app = CockpitApp(attach=run, runs_root=root)
     async with app.run_test(size=(120, 40)) as pilot:
         live = app.screen
@@ -60,10 +60,11 @@ async def test_alerts_from_a_run_that_goes_nan_collapses_and_crashes(tmp_path):
         await pilot.press("a")
         await wait_for(pilot, lambda: live.query("AlertHistory"), what="the Alerts tab")
         history = live.query_one("AlertHistory")
-        await wait_for(pilot, lambda: len(history.records) >= 3, what="the alert history")
+        await wait_for(pilot, lambda: len(history.records) >= 4, what="the alert history")
         rows = sorted((r.alert.kind, r.source) for r in history.records)
         # One row per alert: the trainer's and the cockpit's own NaN check at step 25 are one (issue 24 item 6).
-        assert rows == [("crashed", "cockpit"), ("nan", "trainer"), ("reward_collapse", "trainer")]
+        assert rows == [("crashed", "cockpit"), ("nan", "trainer"), ("not_learning", "trainer"),
+                        ("reward_collapse", "trainer")]
         shown = str(history.query_one("#alerts-table").render())
         assert "step 25  nan  actor/pg_loss" in shown and "NaN/inf in actor/pg_loss at step 25" in shown
     assert json.loads((run / "meta.json").read_text())["status"] == "running"  # the cockpit never writes there
