@@ -306,3 +306,19 @@ def test_stats_reports_pairs_threshold_and_groups():
     assert "k8s-003  rel-003" in result.stdout and "(0 across the split)" in result.stdout
     off = json.loads(cli("tasks", "stats", "--dedup-threshold", "0", "--json").stdout)
     assert off["near_duplicates"]["pairs"] == [] and off["near_duplicates"]["threshold"] == 0
+
+
+# --- docs/tasks.md's worked example ------------------------------------------------------------------
+
+
+def test_the_docs_example_file_loads_validates_and_scores():
+    from core.rewards import score
+
+    example = REPO / "docs" / "examples" / "team-tasks.yaml"
+    assert example.name in (REPO / "docs" / "tasks.md").read_text()
+    loaded = {t.id: t for t in load_sources([example])}
+    assert set(loaded) == {"team-redis-pdb", "team-backup-check"}
+    assert loaded["team-redis-pdb"].rubric and not loaded["team-backup-check"].rubric  # with and without a rubric
+    assert tasks.validate_task_files([example]) == []
+    result = score(loaded["team-redis-pdb"].reference_answer, loaded["team-redis-pdb"])
+    assert result.rubric["score"] is not None and result.final_reward > score("Use a PDB.", loaded["team-redis-pdb"]).final_reward
