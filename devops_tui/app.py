@@ -182,7 +182,7 @@ class CockpitApp(App[None]):
         )
 
 
-def run_cockpit(attach: Path | None = None) -> None:
+def run_cockpit(attach: Path | None = None, task_paths: list[Path] | None = None) -> None:
     """Run the cockpit in this terminal (the terminal is restored on exit, also after an error)."""
     import platformdirs
 
@@ -190,7 +190,7 @@ def run_cockpit(attach: Path | None = None) -> None:
 
     setup_logging(console=False)  # a console handler would write over the screen; the file keeps all
     keymap = load_keymap(Path(platformdirs.user_config_dir("devops-rl")) / KEYMAP_FILE_NAME)
-    app = CockpitApp(attach=attach, keymap=keymap)
+    app = CockpitApp(attach=attach, keymap=keymap, task_paths=task_paths)
     app.run()
     if app.return_code:
         raise SystemExit(app.return_code)

@@ -244,16 +244,67 @@ def _check_rubric(path: Path, rubric: Any, node: Any, line: int, label: str, pro
             problems.warn(path, line_of(index), f"{label}: key 'rubric': {message}")
 
 
+TASK_FILE_SUFFIXES = (".yaml", ".yml", ".jsonl")
+
+
 def _task_files(paths: Iterable[Path | str] | None) -> list[Path]:
+    """The task files named: a file as given, a folder's `*.yaml`, `*.yml` and `*.jsonl` files (sorted, not recursive)."""
     if paths is None:
         paths = [DATA_DIR]
     files: list[Path] = []
     for entry in map(Path, paths):
         if entry.is_dir():
-            files.extend(sorted(p for p in entry.iterdir() if p.suffix in (".yaml", ".yml")))
+            files.extend(sorted(p for p in entry.iterdir() if p.suffix in TASK_FILE_SUFFIXES and p.is_file()))
         else:
             files.append(entry)
     return files
+
+
+def task_files(paths: Iterable[Path | str] | None = None) -> list[Path]:
+    """The task files `load_tasks(paths)` reads, in its order (folders expanded)."""
+    return _task_files(paths)
+
+
+class _LineNode:
+    """A stand-in for a YAML mapping node of a JSONL line: every key sits on the line's number."""
+
+    class _Mark:
+        def __init__(self, line: int) -> None:
+            self.line = line
+
+    class _Key:
+        def __init__(self, key: str, mark: _LineNode._Mark) -> None:
+            self.value, self.start_mark = key, mark
+
+    def __init__(self, data: Any, line: int) -> None:
+        self.start_mark = self._Mark(line - 1)
+        self.value = [(self._Key(str(k), self.start_mark), None) for k in data] if isinstance(data, Mapping) else []
+
+
+def _parse_jsonl(path: Path, problems: _Problems) -> list[tuple[Any, Any]]:
+    """(task mapping, node) for each non-blank line of a JSONL task file; a line that is not JSON is a problem."""
+    import json
+
+    from core.files import read_text
+
+    try:
+        text = read_text(path, "task file")
+    except UserError as exc:
+        problems.lines.append(str(exc))
+        return []
+    items = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            problems.add(path, number, f"not a JSON object ({exc.msg} at column {exc.colno}); write one task per line")
+            continue
+        items.append((data, _LineNode(data, number)))
+    if not items and not problems.lines:
+        problems.add(path, 1, "the file is empty; write one task per line as a JSON object ({\"id\": ...})")
+    return items
 
 
 def _load(paths: Iterable[Path | str] | None, *, strict: bool = False) -> tuple[list[Task], _Problems]:
@@ -262,18 +313,24 @@ def _load(paths: Iterable[Path | str] | None, *, strict: bool = False) -> tuple[
     first_seen: dict[str, str] = {}
     files = _task_files(paths)
     if not files:
-        problems.add(Path(*(paths or [DATA_DIR])) if paths else DATA_DIR, 0, "no task files (*.yaml) found")
+        where = ", ".join(map(str, paths)) if paths else str(DATA_DIR)
+        problems.lines.append(f"{where}: no task files (*.yaml, *.yml, *.jsonl) found; pass task files or a folder "
+                              "holding them")
     for path in files:
         if not path.exists():
             problems.add(path, 0, "no such file")
             continue
-        data, node = _parse_yaml(path, problems)
-        if node is None:
-            continue
-        if not isinstance(data, list):
-            problems.add(path, 1, "a task file must be a YAML list of tasks (each item starting with '- id: ...')")
-            continue
-        for item, item_node in zip(data, node.value):
+        if path.suffix == ".jsonl":
+            items = _parse_jsonl(path, problems)
+        else:
+            data, node = _parse_yaml(path, problems)
+            if node is None:
+                continue
+            if not isinstance(data, list):
+                problems.add(path, 1, "a task file must be a YAML list of tasks (each item starting with '- id: ...')")
+                continue
+            items = list(zip(data, node.value))
+        for item, item_node in items:
             task = _check_task(path, item, item_node, problems, require_reference=True, strict_outputs=True,
                                require_rubric=strict and RUBRIC_REQUIRED and path.resolve().parent == DATA_DIR.resolve())
             if task is None:
@@ -339,29 +396,48 @@ def get_task(task_id: str, tasks: Iterable[Task] | None = None) -> Task:
     raise UserError(f"no task with id '{task_id}'{did_you_mean(task_id, [t.id for t in pool])} (see 'devops-rl tasks list')")
 
 
-def split_tasks(tasks: Iterable[Task], val_fraction: float = 0.2, seed: int = 0) -> tuple[list[Task], list[Task]]:
+def split_tasks(tasks: Iterable[Task], val_fraction: float = 0.2, seed: int = 0, *,
+                linked: Iterable[Iterable[str]] = ()) -> tuple[list[Task], list[Task]]:
     """Deterministic train/validation split, stratified by type.
 
     Within each type the tasks are sorted by id and shuffled with a generator seeded by
     `(seed, type)`; the first `round(n * val_fraction)` (at least one when the type has two or
     more tasks and `val_fraction > 0`) go to validation. Adding a task to one type never moves
     tasks of another type between the splits.
+
+    `linked` names groups of task ids that must land on the same side (near-duplicates, tasks/split.py): a group
+    is one unit, placed with the type of its first id (sorted), and counts as its size towards that type's share.
+    Without groups every task is its own unit and the split is the one described above.
     """
     if not 0.0 <= val_fraction < 1.0:
         raise UserError(f"val_fraction {val_fraction} must be in [0, 1)")
-    by_type: dict[str, list[Task]] = {}
-    for task in tasks:
-        by_type.setdefault(task.type, []).append(task)
+    pool = {task.id: task for task in tasks}
+    unit_of: dict[str, tuple[str, ...]] = {}
+    for group in linked:
+        ids = tuple(sorted({i for i in group if i in pool} | {j for i in group if i in unit_of for j in unit_of[i]}))
+        for task_id in ids:
+            unit_of[task_id] = ids
+    by_type: dict[str, list[tuple[str, ...]]] = {}
+    seen: set[tuple[str, ...]] = set()
+    for task_id in sorted(pool):
+        unit = unit_of.get(task_id, (task_id,))
+        if unit not in seen:
+            seen.add(unit)
+            by_type.setdefault(pool[unit[0]].type, []).append(unit)
     train: list[Task] = []
     val: list[Task] = []
     for task_type in sorted(by_type):
-        group = sorted(by_type[task_type], key=lambda t: t.id)
-        random.Random(f"{seed}:{task_type}").shuffle(group)
-        n_val = round(len(group) * val_fraction)
-        if val_fraction > 0 and len(group) >= 2:
+        units = by_type[task_type]  # sorted by first id, as the tasks are sorted by id without groups
+        random.Random(f"{seed}:{task_type}").shuffle(units)
+        size = sum(map(len, units))
+        n_val = round(size * val_fraction)
+        if val_fraction > 0 and size >= 2:
             n_val = max(1, n_val)
-        val.extend(group[:n_val])
-        train.extend(group[n_val:])
+        taken = 0
+        for unit in units:
+            side = val if taken < n_val and (len(units) > 1 or size <= n_val) else train
+            side.extend(pool[i] for i in unit)
+            taken += len(unit) if side is val else 0
     return sorted(train, key=lambda t: t.id), sorted(val, key=lambda t: t.id)
 
 
@@ -391,7 +467,10 @@ def task_stats(tasks: list[Task], val_fraction: float = 0.2, seed: int = 0) -> d
     for task in tasks:
         by_type[task.type] = by_type.get(task.type, 0) + 1
         by_difficulty[task.difficulty] += 1
-    train, val = split_tasks(tasks, val_fraction, seed)
+    from tasks.split import leak_free_split
+
+    split = leak_free_split(tasks, val_fraction, seed)
+    train, val = split.train, split.val
     return {
         "total": len(tasks),
         "by_type": by_type,

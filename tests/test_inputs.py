@@ -289,7 +289,7 @@ def test_an_empty_config_file_is_an_error_not_the_preset(tmp_path, capsys):
 @pytest.mark.parametrize(("override", "message"), [
     ("data.train_batch_size=99999999999999999999999", "less than or equal to 1048576"),
     ("data.train_batch_size=" + "9" * 5000, "a value cannot be read"),
-    ("data.train_batch_size=500", "larger than the 110 training tasks"),
+    ("data.train_batch_size=500", "larger than the 111 training tasks"),
     ("devops.seed=-1", "greater than or equal to 0"),
     ("devops.seed=4294967296", "less than or equal to 4294967295"),
     ("data.seed=-5", "greater than or equal to 0"),

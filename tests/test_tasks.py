@@ -187,9 +187,10 @@ def test_cli_validate_and_stats_on_curated_data():
     result = cli("tasks", "validate")
     assert result.returncode == 0, result.stderr
     stats = json.loads(cli("tasks", "stats", "--json").stdout)
-    assert set(stats) == {"total", "by_type", "by_difficulty", "split"}
+    assert set(stats) == {"total", "by_type", "by_difficulty", "split", "near_duplicates", "held_out"}
     assert stats["total"] >= 100 and len(stats["by_type"]) == 11
     assert stats["split"]["train"] + stats["split"]["val"] == stats["total"]
+    assert stats["near_duplicates"]["pairs"] and stats["near_duplicates"]["across_split"] == 0
 
 
 def test_cli_validate_reports_one_line_per_problem(tmp_path):

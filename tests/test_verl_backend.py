@@ -236,13 +236,14 @@ def test_parquet_export_loads_with_verls_own_dataset_and_the_tiny_tokenizer(tmp_
     from core.training.tiny_model import ensure_tiny_model
     from core.training.verl_backend.data import export_parquet
     from core.training.verl_backend.reward_fn import compute_score, grading_inputs
-    from tasks import load_tasks, split_tasks
+    from tasks import load_tasks
     from tasks.prompt import system_prompt
+    from tasks.sources import config_split
 
     cfg = load_config("ci-fast")
     paths = export_parquet(cfg, tmp_path / "data")
     assert set(json.loads(paths["tasks"].read_text())) == {t.id for t in load_tasks()}  # each task once
-    train_tasks, val_tasks = split_tasks(load_tasks(), cfg.devops.val_fraction, cfg.devops.seed)
+    train_tasks, val_tasks, _ = config_split(cfg.devops)  # the split training makes (near-duplicates on one side)
     tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
     # The same data settings verl's trainer passes (composed config's `data` section).
     data_cfg = OmegaConf.create(OmegaConf.to_container(_ci_fast().data, resolve=True))

@@ -45,6 +45,7 @@ class EvalSettings:
     out: Path | None = None
     resume: bool = False
     device: str = "auto"
+    tasks: tuple[str, ...] = ()  # task files or folders (`--tasks`); empty: the run's devops.tasks, else tasks/data
 
     def __post_init__(self) -> None:
         from core.agent.client import (
@@ -74,7 +75,7 @@ class EvalSettings:
                 "model_path": str(model_path) if model_path else None, "run": str(run_path) if run_path else None,
                 "split": self.split if not self.task_ids else "ids", "type": self.task_type, "difficulty": self.difficulty,
                 "limit": self.limit, "temperature": self.temperature, "max_tokens": self.max_tokens, "seed": self.seed,
-                "concurrency": concurrency}
+                "concurrency": concurrency, "tasks": list(self.tasks)}
 
 
 def select_tasks(
@@ -86,21 +87,29 @@ def select_tasks(
     *,
     val_fraction: float = 0.2,
     seed: int = 0,
+    devops=None,
 ) -> list:
-    """The tasks to evaluate: a split (as training splits them), optionally one type/difficulty, ids, a limit."""
+    """The tasks to evaluate: a split (as training splits them), optionally one type/difficulty, ids, a limit.
+    `devops` is a training config's `devops` section (its task sources and split settings); without it the
+    built-in tasks split by `val_fraction` and `seed`."""
     import tasks as task_lib
+    from tasks.sources import config_split, load_sources
 
     if split not in SPLITS:
         raise UserError(f"--split: '{split}' is not one of {', '.join(SPLITS)}")
-    everything = task_lib.load_tasks()
+    if devops is None:
+        from types import SimpleNamespace
+
+        devops = SimpleNamespace(tasks=[], val_fraction=val_fraction, seed=seed)
+    everything = load_sources(devops.tasks)
     ids = list(task_ids)
     if ids:
         chosen = [task_lib.get_task(task_id, everything) for task_id in ids]
     elif split == "all":
         chosen = list(everything)
     else:
-        train, val = task_lib.split_tasks(everything, val_fraction=val_fraction, seed=seed)
-        chosen = val if split == "val" else train
+        train, val, _ = config_split(devops, everything)
+        chosen = val if split == "val" else list({t.id: t for t in train}.values())  # a weighted task once
     if task_type is not None:
         if task_type not in task_lib.TASK_TYPES:
             raise UserError(f"--type: '{task_type}' is not a task type; one of {', '.join(task_lib.TASK_TYPES)}")
@@ -196,9 +205,10 @@ def _next(finished: queue.Queue, threads: list[threading.Thread]):
                 raise RuntimeError("eval workers stopped without a result") from None
 
 
-def _split_params(run_path: Path | None) -> tuple[float, int]:
-    """(val_fraction, seed) of a run's config, so `--split val` is the run's own held-out tasks; else the
-    default preset's, the split a new training run would hold out."""
+def _split_config(run_path: Path | None, task_paths: tuple[str, ...] = ()):
+    """The `devops` section of a run's config, so `--split val` is the run's own held-out tasks (of its own task
+    files); else the default preset's, the split a new training run would hold out. `task_paths` (`--tasks`)
+    replace its task sources."""
     from core.training.config import config_from_yaml, load_config
 
     cfg = None
@@ -208,7 +218,9 @@ def _split_params(run_path: Path | None) -> tuple[float, int]:
         except UserError as exc:
             log.warning("%s; using the default preset's split", exc)
     cfg = cfg or load_config("default")
-    return float(cfg.devops.val_fraction), int(cfg.devops.seed)
+    if task_paths:
+        cfg.devops.tasks = [{"path": path} for path in task_paths]
+    return cfg.devops
 
 
 def _resumed(settings: EvalSettings, results: ResultsFile) -> tuple[EvalSettings, tuple[Path, str | None] | None]:
@@ -224,6 +236,8 @@ def _resumed(settings: EvalSettings, results: ResultsFile) -> tuple[EvalSettings
     for name in ("temperature", "max_tokens", "seed"):
         if getattr(settings, name) is None:
             changes[name] = saved.get(name)
+    if not settings.tasks and saved.get("tasks"):
+        changes["tasks"] = tuple(saved["tasks"])
     return dataclasses.replace(settings, **changes), pinned
 
 
@@ -256,12 +270,13 @@ def evaluate(settings: EvalSettings, *, on_start: Callable[[Path, int, int, str]
             raise UserError(f"--resume: no unfinished {RESULTS_PREFIX}*.json in {folder}; pass --out FILE or start a new eval")
         results = ResultsFile.load(path)
         settings, pinned = _resumed(settings, results)
-        all_tasks = task_lib.load_tasks()
+        from tasks.sources import load_sources
+
+        all_tasks = load_sources(list(settings.tasks) or None)
         task_list = [task_lib.get_task(task_id, all_tasks) for task_id in results.data.get("task_ids", [])]
     else:
-        val_fraction, split_seed = _split_params(run_path)
         task_list = select_tasks(settings.split, settings.task_type, settings.difficulty, settings.task_ids, settings.limit,
-                                 val_fraction=val_fraction, seed=split_seed)
+                                 devops=_split_config(run_path, settings.tasks))
         results = None
     settings = dataclasses.replace(
         settings, temperature=DEFAULT_TEMPERATURE if settings.temperature is None else settings.temperature,

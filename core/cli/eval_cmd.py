@@ -118,6 +118,8 @@ def eval_command(
     task_type: str | None = typer.Option(None, "--type", help="Only tasks of this type."),
     difficulty: str | None = typer.Option(None, "--difficulty", help="Only tasks of this difficulty (easy, medium, hard)."),
     task_ids: list[str] = typer.Option([], "--task", help="Only this task id (repeatable); overrides --split."),
+    task_paths: list[Path] = typer.Option([], "--tasks", help="Task file (YAML/JSONL) or folder to evaluate on, instead "
+                                          "of the run's or the built-in tasks (repeatable)."),
     limit: int | None = typer.Option(None, "--limit", help="At most this many tasks."),
     concurrency: int = typer.Option(4, "--concurrency", "-j", help="Requests in flight at once."),
     temperature: float | None = typer.Option(None, "--temperature", help="Sampling temperature (default 0.7)."),
@@ -132,12 +134,13 @@ def eval_command(
     as_json: bool = typer.Option(False, "--json", help="Print only the summary as JSON on stdout (progress goes to stderr)."),
 ) -> int:
     from core.agent.evaluate import EvalSettings, evaluate
+    from tasks.sources import option_paths
 
     _check_device(device)
     settings = EvalSettings(base_url=base_url, model=model, local=local, run=run, split=split, task_type=task_type,
                             difficulty=difficulty, task_ids=tuple(task_ids), limit=limit, concurrency=concurrency,
                             temperature=temperature, max_tokens=max_tokens, timeout=timeout, retries=retries, seed=seed,
-                            out=out, resume=resume, device=device)
+                            out=out, resume=resume, device=device, tasks=tuple(option_paths(task_paths)))
     reporter = _Reporter(sys.stderr if as_json else sys.stdout)
     try:
         with _sigterm_as_interrupt():

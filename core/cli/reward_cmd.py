@@ -79,6 +79,8 @@ def score_command(
     answer: str = typer.Option(..., "--answer", help="File with the answer (markdown), or '-' to read stdin."),
     task_id: str | None = typer.Option(None, "--task", help="Id of a task in tasks/data, e.g. k8s-001."),
     task_file: Path | None = typer.Option(None, "--task-file", help="YAML file with one task (reference_answer optional)."),
+    task_paths: list[Path] = typer.Option([], "--tasks", help="Task file (YAML/JSONL) or folder that --task is looked up "
+                                          "in, instead of the built-in tasks (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="Print {final_reward, dimensions, penalties, evidence, rubric} as JSON."),
 ) -> None:
     """Score one answer against one task: final reward, rubric criteria, six dimensions, penalties and evidence."""
@@ -88,8 +90,11 @@ def score_command(
         raise UserError("pass exactly one of --task ID or --task-file FILE.yaml")
     from core.rewards import score
     from tasks import get_task, load_task_file
+    from tasks.sources import load_sources, option_paths
 
-    task = get_task(task_id) if task_id is not None else load_task_file(task_file)
+    if task_paths and task_id is None:
+        raise UserError("--tasks: names the files --task ID is looked up in; add --task ID")
+    task = get_task(task_id, load_sources(option_paths(task_paths))) if task_id is not None else load_task_file(task_file)
     result = score(_read_answer(answer), task)
     if as_json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
@@ -100,14 +105,17 @@ def score_command(
 @reward_app.command("audit")
 def audit_command(
     task_ids: list[str] | None = typer.Option(None, "--task", help="Only these task ids (repeatable)."),
+    task_paths: list[Path] = typer.Option([], "--tasks", help="Task file (YAML/JSONL) or folder to audit instead of the "
+                                          "built-in tasks (repeatable)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Score the hack suite, a plain answer and excellent answers with other tools on every task with a
     rubric; exit 1 when a hack reaches a reference, an excellent answer scores < 0.6 or a reference < 0.7."""
     from core.rewards.audit import HACKS, audit
-    from tasks import get_task, load_tasks
+    from tasks import get_task
+    from tasks.sources import load_sources, option_paths
 
-    pool = load_tasks()
+    pool = load_sources(option_paths(task_paths))
     selected = [get_task(t, pool) for t in task_ids] if task_ids else pool
     report = audit(selected)
     if as_json:

@@ -121,11 +121,27 @@ def _check_resumable(run, backend: str, cfg) -> None:
                         "trainer.total_training_steps with --set to train further, or start a new run")
 
 
+def _note_task_changes(run, task_files: list[dict]) -> None:
+    """A resumed run whose task files changed since it started: a warning (log and event), and meta.json's
+    `task_files` brought up to date (the earlier list stays in the event)."""
+    before = run.meta().get("task_files")
+    if before is not None and before != task_files:
+        old = {r.get("path"): r.get("sha256") for r in before if isinstance(r, dict)}
+        new = {r["path"]: r["sha256"] for r in task_files}
+        changed = sorted(str(p) for p in old.keys() | new.keys() if old.get(p) != new.get(p))
+        log.warning("--resume: the task files changed since the run started (%s); training goes on with them as they "
+                    "are now", ", ".join(changed) or "weights")
+        run.event("warning", message="task files changed since the run started", before=before)
+    run.update_meta(task_files=task_files)
+
+
 def train(
     mode: str = typer.Option("train", "--mode", help="train | ci-fast | single-gpu | test"),
     model: str | None = typer.Option(None, "--model", help="builtin:tiny, a model folder, or a cached Hugging Face id."),
     config: Path | None = typer.Option(None, "--config", help="YAML config file (over the mode's preset)."),
     overrides: list[str] = typer.Option([], "--set", help="Dotted override, e.g. --set data.train_batch_size=8 (repeatable)."),
+    task_paths: list[Path] = typer.Option([], "--tasks", help="Task file (YAML/JSONL) or folder to train and validate on "
+                                          "instead of the built-in tasks (repeatable; sets devops.tasks)."),
     backend: str | None = typer.Option(None, "--backend", help="auto | torch | verl (default: devops.backend)."),
     run_dir_text: str | None = typer.Option(None, "--run-dir", help="Use exactly this run folder (created if new)."),
     resume: bool = typer.Option(False, "--resume",
@@ -158,9 +174,15 @@ def train(
                 mode, config_file=config, overrides=overrides, model=model, seed=seed, backend=backend, n_runners=n_runners,
                 resolved=resolved,
             )
+            if task_paths:
+                from tasks.sources import option_paths
+
+                cfg.devops.tasks = [{"path": path} for path in option_paths(task_paths)]
             from core.cli.config_cmd import refuse_invalid
+            from tasks.sources import task_file_records
 
             refuse_invalid(cfg)
+            task_files = task_file_records(cfg.devops.tasks)  # a bad task file is one line, before any run folder
             chosen, why = choose_backend(cfg.devops.backend, ray_address)
             if existing is not None:
                 chosen = existing.meta().get("backend") or chosen  # a run keeps the backend it started with
@@ -176,10 +198,12 @@ def train(
             if existing is not None:
                 _check_resumable(existing, chosen, cfg)
                 existing.mark_resumed()
+                _note_task_changes(existing, task_files)
             else:
                 root, run_id = ((run_dir.parent, run_dir.name) if run_dir is not None
                                 else (cfg.devops.runs_dir and Path(cfg.devops.runs_dir), None))
                 target = RunDirectory.create(root or None, mode=mode, backend=chosen, config=cfg, run_id=run_id)
+                target.update_meta(task_files=task_files)
             log.info(why)
             if model is None and cfg.actor_rollout_ref.model.path == "builtin:tiny" and mode in ("ci-fast", "test"):
                 log.info("model: the built-in tiny model (builtin:tiny), built locally; pass --model to train another")
@@ -207,6 +231,8 @@ def sft(
     max_length: int = typer.Option(1024, "--max-length", min=32, help="Prompt + answer tokens per example."),
     val_fraction: float = typer.Option(0.2, "--val-fraction", help="Tasks held out (the same split training validates on)."),
     seed: int = typer.Option(0, "--seed"),
+    task_paths: list[Path] = typer.Option([], "--tasks", help="Task file (YAML/JSONL) or folder to learn from instead of "
+                                          "the built-in tasks (repeatable)."),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda"),
     force: bool = typer.Option(False, "--force", help="Replace the --output folder if it exists."),
 ) -> int:
@@ -216,7 +242,7 @@ def sft(
     from core.training.model_files import check_model_files
     from core.training.sft import SftSettings, run_sft
     from core.training.tiny_model import resolve_model_path
-    from tasks import load_tasks, split_tasks
+    from tasks.sources import config_split, option_paths
 
     output = output or runs_root() / f"sft-{time.strftime('%Y%m%d-%H%M%S')}"
     if output.exists() and not (output.is_dir() and not any(output.iterdir())) and not force:
@@ -225,7 +251,10 @@ def sft(
     writable_dir(output.parent, "--output's folder")
     base = resolve_model_path(model)
     check_model_files(base)
-    train_tasks, _ = split_tasks(load_tasks(), val_fraction=val_fraction, seed=seed)
+    from types import SimpleNamespace
+
+    sources = [{"path": path} for path in option_paths(task_paths)]
+    train_tasks, _, _ = config_split(SimpleNamespace(tasks=sources, val_fraction=val_fraction, seed=seed))
     every = max(1, steps // 10)
 
     def report(update: dict) -> None:

@@ -68,12 +68,17 @@ def register(app: typer.Typer) -> None:
         wait: float = typer.Option(DEFAULT_WAIT_S, "--wait", min=0, metavar="SECONDS",
                                    help="With --attach: how long to wait for a run that does not exist yet "
                                         "(0: fail at once)."),
+        task_paths: list[Path] = typer.Option([], "--tasks", help="Task file (YAML/JSONL) or folder: the Dataset screen "
+                                              "shows it and runs launched from the Config screen train on it (repeatable)."),
     ) -> None:
         from core.cli.tail_cmd import check_metrics_file
+        from tasks.sources import option_paths
+
+        paths = [Path(p) for p in option_paths(task_paths)] or None
 
         target = wait_for_run(attach, wait) if attach else None
         if target is not None and target.is_file():
             check_metrics_file(target)
         from devops_tui.app import run_cockpit
 
-        run_cockpit(attach=target)
+        run_cockpit(attach=target, task_paths=paths)

@@ -232,8 +232,9 @@ class NativeTrainer:
         from core.training.core_algos import get_kl_controller
         from core.training.device import select_device
         from core.training.tiny_model import BUILTIN_TINY, resolve_model_path
-        from tasks import load_tasks, split_tasks, to_record
+        from tasks import to_record
         from tasks.prompt import system_prompt
+        from tasks.sources import config_split
 
         cfg = self.cfg
         self._check_supported()
@@ -242,8 +243,7 @@ class NativeTrainer:
         np.random.seed(self.seed)
         torch.manual_seed(self.seed)
         self.device = select_device(cfg.devops.device)
-        all_tasks = load_tasks()
-        train_tasks, val_tasks = split_tasks(all_tasks, cfg.devops.val_fraction, self.seed)
+        train_tasks, val_tasks, _ = config_split(cfg.devops)  # devops.tasks (default tasks/data), weighted
         prompt = system_prompt()
         train_records = [to_record(t, prompt) for t in train_tasks]
         self.val_records = [to_record(t, prompt) for t in val_tasks]

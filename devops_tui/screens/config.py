@@ -160,6 +160,11 @@ class ConfigScreen(Screen):
         yield CockpitFooter()
 
     def on_mount(self) -> None:
+        import json
+
+        task_paths = getattr(self.app, "task_paths", None)
+        if task_paths:  # `tui --tasks PATH`: the runs launched here train on those tasks (an override, shown as one)
+            self.overrides["devops.tasks"] = json.dumps([{"path": str(p)} for p in task_paths])
         self.query_one("#config-body").loading = True
         self._load_model()
 

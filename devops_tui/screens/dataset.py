@@ -39,12 +39,9 @@ def filter_tasks(tasks: list[Task], task_type: str | None, difficulty: str | Non
 def load_task_set(paths: list[Path] | None) -> tuple[list[Task], list[str]]:
     """Tasks of every valid file (a broken file hides only its own tasks) and all the problems found."""
     from core.errors import UserError
-    from tasks import DATA_DIR, load_tasks, validate_task_files
+    from tasks import load_tasks, task_files, validate_task_files
 
-    entries = list(paths) if paths else [DATA_DIR]
-    files = []
-    for entry in map(Path, entries):
-        files += sorted(p for p in entry.iterdir() if p.suffix in (".yaml", ".yml")) if entry.is_dir() else [entry]
+    files = task_files(list(paths) if paths else None)
     try:
         return load_tasks(files), []  # the usual case: one pass, all files valid
     except UserError:
@@ -56,6 +53,13 @@ def load_task_set(paths: list[Path] | None) -> tuple[list[Task], list[str]]:
         except UserError:
             pass  # reported below, with every other problem
     return tasks, validate_task_files(files)
+
+
+def sources_label(paths: list[Path] | None) -> str:
+    """Where the tasks come from, for the count line: the built-in set or the `--tasks` paths (short)."""
+    if not paths:
+        return "built-in tasks/data"
+    return "from " + ", ".join(short_source(str(p)) for p in paths)
 
 
 def short_source(source: str) -> str:
@@ -187,7 +191,8 @@ class DatasetScreen(Screen):
         for task in self.shown:
             cells = {"id": task.id, "type": task.type, "diff": task.difficulty[:6], "out": str(len(task.expected_outputs))}
             table.add_row(*(cells[label] for label, _ in self._columns), key=task.id)
-        self.query_one("#dataset-count", Static).update(f"{len(self.shown)} of {len(self.tasks)} tasks")
+        self.query_one("#dataset-count", Static).update(
+            f"{len(self.shown)} of {len(self.tasks)} tasks · {sources_label(getattr(self.app, 'task_paths', None))}")
         if self.shown:
             self.show_task(self.shown[0])
         else:

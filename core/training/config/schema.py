@@ -374,6 +374,13 @@ class AlertsConfig(_Section):
                                  "this many seconds (or five steps' time, when longer)")
 
 
+class TaskSourceConfig(_Section):
+    path: str = Field(..., min_length=1, description="a task file (YAML list of tasks, or JSONL: one task per line) "
+                      "or a folder of them")
+    weight: int = Field(1, ge=1, le=100, description="copies of each of this source's training tasks per epoch "
+                        "(mixing sources; validation is not weighted)")
+
+
 class DevopsConfig(_Section):
     backend: Literal["auto", "torch", "verl"] = Field(
         "auto", description="auto (verl when it and a GPU are usable, else torch), torch, verl")
@@ -381,6 +388,13 @@ class DevopsConfig(_Section):
     n_runners: int = Field(1, gt=0, le=MAX_COUNT,
                            description="parallel workers: reward scorers (torch), agent-loop workers (verl)")
     val_fraction: float = Field(0.2, ge=0, lt=1, description="share of tasks held out for validation (stratified by type)")
+    tasks: list[TaskSourceConfig] = Field(
+        default_factory=list, description="task sources to train and validate on: [{path: my-tasks/, weight: 1}] "
+        "(empty = the built-in tasks/data; train --tasks PATH sets it)")
+    dedup_threshold: float = Field(0.3, ge=0, le=1, description="word-set similarity from which two tasks are "
+                                   "near-duplicates, kept on one side of the split (0 = off; docs/tasks.md)")
+    holdout: list[str] = Field(default_factory=list, description="groups held out whole for validation: type:NAME "
+                               "or file:PATH (with their near-duplicates)")
     reward_weights: dict[str, dict[str, float]] = Field(
         default_factory=dict, description="per task type, weight overrides for reward dimensions: "
         "{kubernetes: {security: 2.0}}")

@@ -15,11 +15,11 @@ log = logging.getLogger(__name__)
 
 
 def _train_split_size(cfg: TrainingConfig) -> int | None:
-    """How many built-in tasks the training split holds, or None if the tasks cannot be read."""
+    """How many tasks the training split holds (devops.tasks, weighted), or None if the tasks cannot be read."""
     try:
-        from tasks import load_tasks, split_tasks
+        from tasks.sources import config_split
 
-        train, _ = split_tasks(load_tasks(), cfg.devops.val_fraction, cfg.devops.seed)
+        train, _, _ = config_split(cfg.devops)
     except Exception as exc:  # the tasks have their own command and errors; validation should not fail on them
         log.debug("total_steps: tasks unavailable: %s", exc)
         return None

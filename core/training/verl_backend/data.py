@@ -47,14 +47,14 @@ def task_row(task, index: int, split: str, system_prompt: str, reward_weights: d
 
 
 def split_rows(cfg, tasks=None, tasks_file: Path | None = None) -> dict[str, list[dict]]:
-    """{"train": rows, "val": rows} for the config's split (seed, val_fraction) and per-type reward weights."""
-    from tasks import load_tasks, split_tasks
+    """{"train": rows, "val": rows} for the config's split (devops.tasks with their weights, seed, val_fraction,
+    dedup_threshold, holdout) and per-type reward weights."""
     from tasks.prompt import system_prompt
+    from tasks.sources import config_split
 
-    all_tasks = load_tasks() if tasks is None else list(tasks)
-    train, val = split_tasks(all_tasks, cfg.devops.val_fraction, cfg.devops.seed)
+    train, val, _ = config_split(cfg.devops, tasks)
     if not train:
-        raise UserError("tasks: no training tasks; add task files under tasks/data (see docs/tasks.md)")
+        raise UserError("tasks: no training tasks; add tasks to the task files (devops.tasks, see docs/tasks.md)")
     if not val:
         raise UserError(f"devops.val_fraction: {cfg.devops.val_fraction}: leaves no validation tasks, and verl "
                         "needs at least one; set devops.val_fraction=0.2 (or add tasks)")
@@ -73,11 +73,11 @@ def export_parquet(cfg, out_dir: Path, tasks=None) -> dict[str, Path]:
     import pyarrow.parquet as pq
 
     from core.files import write_atomic
-    from tasks import load_tasks
+    from tasks.sources import load_sources
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    chosen = load_tasks() if tasks is None else list(tasks)
+    chosen = load_sources(cfg.devops.tasks) if tasks is None else list(tasks)
     weights = cfg.devops.reward_weights
     table = {t.id: {"task": t.to_dict(), "reward_weights": dict(weights.get(t.type) or {})} for t in chosen}
     write_atomic(out_dir / TASKS_FILE, json.dumps(table, ensure_ascii=False, sort_keys=True))
