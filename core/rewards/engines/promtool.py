@@ -20,8 +20,9 @@ from core.rewards.engines.base import Artifact, EngineResult, register, run_boun
 _DURATION = re.compile(r"^(\d+)(s|m|h)$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600}
 _CASE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
-SCENARIO_KEYS = {"engine", "alert", "interval", "cases", "timeout"}
-CASE_KEYS = {"name", "series", "fires_within", "quiet_for"}
+SCENARIO_KEYS = {"engine", "alert", "labels", "interval", "cases", "timeout"}
+CASE_KEYS = {"name", "series", "fires_within", "quiet_for", "alert", "labels"}
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 def _duration(value: Any) -> int | None:
@@ -62,14 +63,7 @@ class Promtool:
     def scenario_problems(self, scenario: Mapping[str, Any]) -> list[str]:
         problems = [f"unknown key '{k}' (allowed: {', '.join(sorted(SCENARIO_KEYS))})" for k in scenario
                     if k not in SCENARIO_KEYS]
-        alert = scenario.get("alert")
-        if not (isinstance(alert, str) and alert.strip()):
-            problems.append("'alert' is a regular expression (RE2, anchored) of the alert names the scenario is about")
-        else:
-            try:
-                re.compile(alert)
-            except re.error as exc:
-                problems.append(f"'alert' {alert!r} is not a valid regular expression: {exc}")
+        problems += _matcher_problems(scenario, "", required=True)
         if "interval" in scenario and _duration(scenario["interval"]) is None:
             problems.append(f"'interval' is a duration like 1m or 30s; got {scenario['interval']!r}")
         cases = scenario.get("cases")
@@ -85,6 +79,7 @@ class Promtool:
                 continue
             problems += [f"{where}: unknown key '{k}' (allowed: {', '.join(sorted(CASE_KEYS))})" for k in case
                          if k not in CASE_KEYS]
+            problems += _matcher_problems(case, f"{where}: ", required=False)
             if not (isinstance(case.get("name"), str) and _CASE_NAME.match(case["name"])):
                 problems.append(f"{where}: 'name' is lowercase letters, digits, '-' or '_'")
             if ("fires_within" in case) == ("quiet_for" in case):
@@ -139,11 +134,34 @@ class Promtool:
         return EngineResult(not failed, tuple(evidence))
 
 
-def _firing(alert: str, window: str, name: str) -> str:
-    """1 (labelled with the case) when an alert whose name matches fired at some point in the last `window`."""
-    pattern = alert.replace("\\", "\\\\").replace('"', '\\"')
-    return (f'label_replace(clamp_max(count(max_over_time(ALERTS{{alertname=~"{pattern}",alertstate="firing"}}'
-            f'[{window}])), 1), "case", "{name}", "", "")')
+def _matcher_problems(where_from: Mapping[str, Any], where: str, *, required: bool) -> list[str]:
+    problems = []
+    alert = where_from.get("alert")
+    if not (isinstance(alert, str) and alert.strip()):
+        if alert is not None or required:
+            problems.append(f"{where}'alert' is a regular expression (RE2, anchored) of the alert names it is about")
+    else:
+        try:
+            re.compile(alert)
+        except re.error as exc:
+            problems.append(f"{where}'alert' {alert!r} is not a valid regular expression: {exc}")
+    labels = where_from.get("labels", {})
+    if not isinstance(labels, Mapping) or not all(isinstance(k, str) and _LABEL.match(k) and isinstance(v, str)
+                                                  for k, v in labels.items()):
+        problems.append(f"{where}'labels' maps a label of the alert to a regular expression ({{severity: page|critical}})")
+    return problems
+
+
+def _quoted(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _firing(alert: str, labels: Mapping[str, str], window: str, name: str) -> str:
+    """1 (labelled with the case) when an alert whose name and labels match fired at some point in the last
+    `window`: the ALERTS series Prometheus writes for every pending and firing alert."""
+    matchers = "".join(f',{key}=~"{_quoted(value)}"' for key, value in labels.items())
+    return (f'label_replace(clamp_max(count(max_over_time(ALERTS{{alertname=~"{_quoted(alert)}",alertstate="firing"'
+            f'{matchers}}}[{window}])), 1), "case", "{name}", "", "")')
 
 
 def _unit_tests(scenario: Mapping[str, Any]) -> dict:
@@ -155,7 +173,9 @@ def _unit_tests(scenario: Mapping[str, Any]) -> dict:
         expected = [{"labels": f'{{case="{case["name"]}"}}', "value": 1}] if "fires_within" in case else []
         tests.append({"interval": interval,
                       "input_series": [{"series": s["series"], "values": s["values"]} for s in case["series"]],
-                      "promql_expr_test": [{"expr": _firing(scenario["alert"], window, case["name"]),
+                      "promql_expr_test": [{"expr": _firing(case.get("alert", scenario["alert"]),
+                                                            case.get("labels", scenario.get("labels", {})),
+                                                            window, case["name"]),
                                             "eval_time": window, "exp_samples": expected}]})
     return {"rule_files": ["rules.yaml"], "evaluation_interval": interval, "tests": tests}
 
