@@ -178,38 +178,33 @@ def _first(calls: list[str], pattern: str) -> int | None:
 
 def _judge(expect: Mapping[str, Any], code: int, output: str, truncated: bool, calls: list[str],
            args: list[str]) -> tuple[bool, list[str]]:
-    """Whether one run met the case's expectations, and one line per expectation."""
-    lines, ok = [f"ran with {shlex.join(args) or 'no arguments'}: exit {code}, {len(calls)} stub calls"], True
-    if truncated:
-        ok = False
-        lines.append("output over 1 MiB: cut off")
+    """Whether one run met the case's expectations: one line for the run, then one per expectation missed."""
+    missed = ["output over 1 MiB: cut off"] if truncated else []
     wanted = expect.get("exit")
-    if wanted is not None:
-        met = code != 0 if wanted == "nonzero" else code == wanted
-        ok &= met
-        lines.append(f"exit {code}: {'as expected' if met else f'expected {wanted}'}")
-    for pattern in expect.get("called", []):
-        at = _first(calls, pattern)
-        ok &= at is not None
-        lines.append(f"called /{pattern}/: " + (f"`{calls[at][:80]}`" if at is not None else "NO"))
+    if wanted is not None and not (code != 0 if wanted == "nonzero" else code == wanted):
+        missed.append(f"exit {code}, expected {wanted}")
+    missed += [f"no call matches /{p}/" for p in expect.get("called", []) if _first(calls, p) is None]
     for pattern in expect.get("not_called", []):
         at = _first(calls, pattern)
-        ok &= at is None
-        lines.append(f"not called /{pattern}/: " + ("yes" if at is None else f"CALLED `{calls[at][:80]}`"))
+        if at is not None:
+            missed.append(f"called /{pattern}/, which it must not: `{calls[at][:100]}`")
     order = expect.get("order", [])
-    if order:
-        places = [_first(calls, p) for p in order]
-        met = all(p is not None for p in places) and places == sorted(places)
-        ok &= met
-        lines.append("order " + " < ".join(f"/{p}/" for p in order) + (": held" if met else
-                     f": NOT held (first calls at {['-' if p is None else p for p in places]})"))
-    if "output" in expect:
-        met = re.search(expect["output"], output, re.M) is not None
-        ok &= met
-        lines.append(f"output /{expect['output']}/: {'found' if met else 'NOT found'}")
-    if not ok and output.strip():
-        lines.append("last output: " + " | ".join(output.strip().splitlines()[-2:])[:160])
-    return ok, lines
+    places = [_first(calls, p) for p in order]
+    if order and not (None not in places and places == sorted(places)):
+        missed.append("not in the order " + " < ".join(f"/{p}/" for p in order) +
+                      f" (first calls: {', '.join('none' if p is None else f'#{p + 1}' for p in places)})")
+    if "output" in expect and re.search(expect["output"], output, re.M) is None:
+        missed.append(f"output has no /{expect['output']}/")
+    head = f"ran with {shlex.join(args) or 'no arguments'}: exit {code}, {len(calls)} stub calls"
+    if not missed:
+        return True, [head + f"; all {_count(expect)} expectations held"]
+    if output.strip():
+        missed.append("last output: " + " | ".join(output.strip().splitlines()[-2:])[:160])
+    return False, [head, *missed]
+
+
+def _count(expect: Mapping[str, Any]) -> int:
+    return sum(len(expect.get(k, [])) for k in ("called", "not_called")) + sum(k in expect for k in ("exit", "output", "order"))
 
 
 ENGINE = register(ShellScript())
