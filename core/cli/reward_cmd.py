@@ -158,3 +158,19 @@ def _print_audit(report, n_hacks: int) -> None:
     for failure in report.failures:
         print(f"FAIL {failure}")
     print("audit passed" if not report.failures else f"audit failed: {len(report.failures)} problem(s)")
+
+
+@reward_app.command("doctor")
+def doctor_command() -> None:
+    """List the execution tier's engines (promtool, the shell sandbox): available, or missing with what to
+    install. Criteria whose engine is missing score 0 with that in their evidence; exit 1 when one is missing."""
+    from core.rewards.engines import ENGINES, engine_missing
+
+    missing = 0
+    print(f"{'engine':<10} {'status':<10} detail")
+    for name, engine in sorted(ENGINES.items()):
+        why = engine_missing(name)
+        missing += why is not None
+        print(f"{name:<10} {'missing' if why else 'available':<10} {f'{why}; {engine.install}' if why else ''}".rstrip())
+    if missing:
+        raise typer.Exit(1)

@@ -352,3 +352,24 @@ class ForbidCheck:
     """The inner check must NOT hold; its score is how much of it does (the violation)."""
 
     inner: Any
+
+
+@dataclass
+class RunCheck(_Check):
+    """An executed check (core.rewards.engines): the engine runs the answer's artifact in the task's scenario;
+    all or nothing, since an engine answers exactly (the alert fires in time or it does not)."""
+
+    engine: str
+    scenario: dict[str, Any]
+
+    def run(self, view: _View) -> Outcome:
+        from core.rewards.engines import ENGINES, run_engine
+
+        artifact = ENGINES[self.engine].artifact(view.artifacts, self.scenario)
+        if artifact is None:
+            return Outcome(0.0, [f"{self.engine}: the answer has nothing this engine runs"])
+        result = run_engine(self.engine, artifact.text, self.scenario)
+        if result.passed and not view.in_forbid:
+            for block in artifact.blocks:
+                view.use(block)
+        return Outcome(1.0 if result.passed else 0.0, [f"{self.engine}: {line}" for line in result.evidence])

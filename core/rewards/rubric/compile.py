@@ -22,13 +22,14 @@ from core.rewards.rubric.checks import (
     PatternCheck,
     QueryCheck,
     RelationCheck,
+    RunCheck,
     ShellCheck,
     ShellPattern,
     SqlCheck,
     _loose_pattern,
 )
 
-CHECK_KINDS = ("concept", "yaml", "hcl", "sql", "shell", "dockerfile", "pattern", "relation", "forbid")
+CHECK_KINDS = ("concept", "yaml", "hcl", "sql", "shell", "dockerfile", "pattern", "relation", "run", "forbid")
 CRITERIA_RANGE = (4, 10)
 MIN_POSITIVE = 3  # criteria that add points (not `forbid`)
 WEIGHT_RANGE = (0.0, 10.0)  # exclusive low, inclusive high
@@ -291,6 +292,25 @@ def _compile_relation(value: Any, where: str) -> RelationCheck:
     return RelationCheck(name, RELATIONS[name], arguments)
 
 
+def _compile_run(value: Any, where: str, inside_forbid: bool) -> RunCheck:
+    """`run: {engine: NAME, ...scenario}`: an executed check (core.rewards.engines), the scenario checked here."""
+    from core.errors import did_you_mean
+    from core.rewards.engines import ENGINES
+
+    if inside_forbid:
+        raise RubricError(f"{where}: an executed check cannot be forbidden; write the scenario the answer must pass")
+    if not isinstance(value, Mapping) or not isinstance(value.get("engine"), str):
+        raise RubricError(f"{where}: run takes a mapping with 'engine' ({', '.join(sorted(ENGINES))}) and its scenario")
+    name = value["engine"]
+    if name not in ENGINES:
+        raise RubricError(f"{where}: unknown engine '{name}' (one of {', '.join(sorted(ENGINES))})"
+                          f"{did_you_mean(name, sorted(ENGINES))}")
+    problems = ENGINES[name].scenario_problems(value)
+    if problems:
+        raise RubricError(f"{where}: {name} scenario: {problems[0]}")
+    return RunCheck(name, json.loads(json.dumps(dict(value), default=str)))
+
+
 def compile_check(spec: Any, where: str, *, inside_forbid: bool = False) -> Any:
     """One `check` value (a mapping with one kind, or a list of them = alternatives) as a runnable check."""
     if isinstance(spec, list):
@@ -334,6 +354,8 @@ def _compile_kind(kind: str, value: Any, where: str, inside_forbid: bool) -> Any
         return _compile_pattern(value, where)
     if kind == "relation":
         return _compile_relation(value, where)
+    if kind == "run":
+        return _compile_run(value, where, inside_forbid)
     if inside_forbid:
         raise RubricError(f"{where}: a forbid inside a forbid; write the inner check directly")
     return ForbidCheck(compile_check(value, where, inside_forbid=True))

@@ -1,0 +1,18 @@
+"""The reward's execution tier: engines that run an answer's artifacts (promtool on rule groups, a sandboxed
+shell on scripts) against scenarios written in the task; the rubric's `run:` criteria call them.
+"""
+
+from core.rewards.engines import promtool, shell
+from core.rewards.engines.base import (
+    CACHE,
+    ENGINES,
+    Artifact,
+    Engine,
+    EngineResult,
+    engine_missing,
+    forget_availability,
+    run_engine,
+)
+
+__all__ = ["CACHE", "ENGINES", "Artifact", "Engine", "EngineResult", "engine_missing", "forget_availability",
+           "promtool", "run_engine", "shell"]
