@@ -16,6 +16,8 @@ tasks_app = typer.Typer(help="List, show, validate and count the DevOps tasks.",
 
 def register(app: typer.Typer) -> None:
     app.add_typer(tasks_app, name="tasks")
+    from core.cli.families_cmd import families_app  # `devops-rl tasks families` (issue 22)
+    tasks_app.add_typer(families_app, name="families")
 
 
 def _check_choice(value: str | None, choices: tuple[str, ...], option: str) -> None:
