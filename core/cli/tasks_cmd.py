@@ -17,6 +17,8 @@ tasks_app = typer.Typer(help="List, show, validate and count the DevOps tasks.",
 
 def register(app: typer.Typer) -> None:
     app.add_typer(tasks_app, name="tasks")
+    from core.cli.families_cmd import families_app  # `devops-rl tasks families` (issue 22)
+    tasks_app.add_typer(families_app, name="families")
 
 
 TASKS_HELP = "Task file (YAML/JSONL) or folder to read instead of the built-in tasks (repeatable)."
