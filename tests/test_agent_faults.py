@@ -10,6 +10,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -297,8 +298,11 @@ def test_a_live_server_that_misbehaves_fails_each_task_not_the_eval(tmp_path, ki
 def test_nothing_listening_still_stops_the_eval_with_one_line(tmp_path):
     from tests.conftest import run_cli
 
-    server = HostileServer("hangs-up")
-    server.close()  # the port is free again: nothing accepts the connection
-    result = run_cli("eval", "--base-url", server.base_url, "--model", "m", "--limit", "1", "--retries", "0",
-                     "--out", str(tmp_path / "r.json"))
-    assert_user_error(result, f"{server.base_url}: cannot connect after 1 try", "is the server running?")
+    # A port bound but never listened on refuses every connection, and stays ours: a port merely closed again can be
+    # taken by another test's server in the meantime (seen in CI: it answered, then hung up).
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        base_url = f"http://127.0.0.1:{held.getsockname()[1]}/v1"
+        result = run_cli("eval", "--base-url", base_url, "--model", "m", "--limit", "1", "--retries", "0",
+                         "--out", str(tmp_path / "r.json"))
+    assert_user_error(result, f"{base_url}: cannot connect after 1 try", "is the server running?")

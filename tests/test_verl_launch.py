@@ -103,11 +103,10 @@ def test_ray_address_that_nobody_answers_is_one_clear_line():
     from core.errors import UserError
     from core.training.verl_backend.detect import check_ray_address
 
-    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with pytest.raises(UserError, match=r"no Ray cluster answers there .*ray start --head"):
-        check_ray_address(f"127.0.0.1:{port}")
+    with socket.socket() as held:  # bound, never listening: refuses connections and no other test can take it
+        held.bind(("127.0.0.1", 0))
+        with pytest.raises(UserError, match=r"no Ray cluster answers there .*ray start --head"):
+            check_ray_address(f"127.0.0.1:{held.getsockname()[1]}")
     with pytest.raises(UserError, match="expected HOST:PORT"):
         check_ray_address("not-an-address")
     with socket.socket() as server:  # something listening: the address is accepted
