@@ -241,6 +241,44 @@ def test_shell_stubs_record_calls_and_the_scenario_checks_order_flags_and_exit()
     assert "snapshot-fails: exit 0, expected nonzero" in no_errexit.evidence
 
 
+def _one_case(script: str, **case) -> EngineResult:
+    return run_engine("shell", script, {"engine": "shell", "cases": [{"name": "case", **case}]})
+
+
+@needs_sandbox
+def test_a_case_s_files_are_in_the_working_directory_and_writable():
+    script = "set -e\ncd envs/prod\ngrep -q 'bucket = \"state\"' backend.tf\necho planned > plan.txt\nterraform init\n"
+    files = {"envs/prod/backend.tf": 'bucket = "state"\n'}
+    assert _one_case(script, files=files, stubs={"terraform": []}, expect={"exit": 0, "called": ["terraform init"]}).passed
+    assert not _one_case(script, stubs={"terraform": []}, expect={"exit": 0}).passed  # no such directory
+
+
+@needs_sandbox
+def test_a_once_rule_answers_its_first_match_only():
+    """A watcher loops while the chaos experiment exists: there on the first look, gone on the next."""
+    script = "n=0\nwhile kubectl get networkchaos x; do n=$((n + 1)); done\necho \"looked $n\"\n"
+    stubs = {"kubectl": [{"match": "get networkchaos", "once": True}, {"match": "get networkchaos", "exit": 1}]}
+    assert _one_case(script, stubs=stubs, expect={"output": "^looked 1$"}).passed
+
+
+@needs_sandbox
+def test_what_a_stub_reads_for_a_dash_argument_is_logged():
+    script = "kubectl apply -f - <<EOF\nkind: VerticalPodAutoscaler\nspec: {updatePolicy: {updateMode: \"Off\"}}\nEOF\n"
+    logged = _one_case(script, expect={"called": ['apply -f - <<< kind: VerticalPodAutoscaler spec: .*updateMode: "Off"']})
+    assert logged.passed
+    quiet = "printf 'not read\\n' | kubectl get pods\n"  # without a `-` argument the stub leaves stdin alone
+    assert _one_case(quiet, expect={"called": ["^kubectl get pods$"]}).passed
+
+
+def test_case_files_stay_inside_the_working_directory():
+    from core.rewards.engines.shell import ENGINE
+
+    for bad in ("/etc/passwd", "../escape", "a/../../b", ""):
+        problems = ENGINE.scenario_problems({"engine": "shell", "cases": [
+            {"name": "a", "files": {bad: "x"}, "expect": {"exit": 0}}]})
+        assert any("'files' maps a relative path" in p for p in problems), bad
+
+
 def _hostile(script: str, expect: dict, timeout: float = 5) -> EngineResult:
     return run_engine("shell", script, {"engine": "shell", "timeout": timeout,
                                         "cases": [{"name": "hostile", "expect": expect}]})
