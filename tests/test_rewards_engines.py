@@ -355,6 +355,23 @@ def test_safety_gigabytes_of_output_are_cut_at_the_file_size_limit():
     assert "hostile: exit 153, expected 0" in result.evidence and "hostile: output has no /^done$/" in result.evidence
 
 
+def test_a_namespace_refused_for_a_moment_is_tried_again_not_scored(monkeypatch):
+    from core.rewards.engines.base import Finished
+
+    answers = [Finished(1, sandbox.BUSY + "\n", False)] * 2 + [Finished(0, "ran\n", False)]
+    calls = []
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: "/usr/bin/bwrap")
+    monkeypatch.setattr(sandbox.time, "sleep", lambda s: None)
+    monkeypatch.setattr(sandbox, "run_bounded", lambda argv, timeout, pass_fds=(): calls.append(argv) or answers[len(calls) - 1])
+    assert sandbox.run_sandboxed([], {}, ["true"], 1).output == "ran\n" and len(calls) == 3
+    calls.clear()
+    answers = [Finished(1, sandbox.BUSY + "\n", False)] * 9  # still refused after the back-off: reported as it is
+    assert sandbox.run_sandboxed([], {}, ["true"], 1).returncode == 1 and len(calls) == 1 + len(sandbox.BACKOFF_S)
+    calls.clear()
+    answers = [Finished(1, "the script failed\n", False)]  # the script's own failure is never retried
+    assert sandbox.run_sandboxed([], {}, ["true"], 1).returncode == 1 and len(calls) == 1
+
+
 def test_without_a_sandbox_the_script_is_never_run_unsandboxed(monkeypatch, tmp_path):
     monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
     sandbox.sandbox_missing.cache_clear()
