@@ -10,11 +10,12 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import uuid
 
 import pytest
 
-from core.rewards.engines import CACHE, ENGINES, EngineResult, forget_availability, run_engine, sandbox
+from core.rewards.engines import CACHE, ENGINES, EngineResult, engine_missing, forget_availability, run_engine, sandbox
 from core.rewards.engines.base import run_bounded
 from core.rewards.rubric import RubricError, compile_check
 
@@ -153,7 +154,7 @@ def test_results_are_cached_by_engine_artifact_and_scenario(monkeypatch):
 # ---------------------------------------------------------------- the rubric's run: kind
 
 @pytest.mark.parametrize(("spec", "fragment"), [
-    ({"run": {"engine": "promtol"}}, "unknown engine 'promtol' (one of promtool, shell); did you mean 'promtool'"),
+    ({"run": {"engine": "promtol"}}, "unknown engine 'promtol' (one of nginx, promtool, shell); did you mean 'promtool'"),
     ({"run": "promtool"}, "run takes a mapping with 'engine'"),
     ({"run": {"engine": "promtool", "alert": "X", "cases": [{"name": "a", "series": []}]}}, "either 'fires_within'"),
     ({"run": {"engine": "promtool", "alert": "X(", "cases": []}}, "not a valid regular expression"),
@@ -179,11 +180,11 @@ def _executed(task):
     return found
 
 
-def test_at_least_forty_tasks_have_an_executed_decisive_criterion():
+def test_at_least_forty_one_tasks_have_an_executed_decisive_criterion():
     from tasks import load_tasks
 
     executed = [t.id for t in load_tasks() if any(c.get("decisive") for c, _ in _executed(t))]
-    assert len(executed) >= 40, executed
+    assert len(executed) >= 41, executed
 
 
 @pytest.mark.skipif(not (HAS_PROMTOOL and HAS_SANDBOX), reason="needs promtool and the sandbox")
@@ -200,6 +201,8 @@ def test_each_executed_criterion_passes_its_reference_and_fails_a_mutant():
 
     for task in load_tasks():
         for criterion, run in _executed(task):
+            if engine_missing(run.engine):  # nginx is optional: its tests below skip with the reason
+                continue
             assert passes(task.reference_answer, run), (task.id, criterion["id"])
             caught = [m["id"] for m in task.mutants if not passes(apply_mutant(task.reference_answer, m), run)]
             assert caught, f"{task.id}: no mutant fails '{criterion['id']}'"
@@ -379,3 +382,70 @@ def test_without_a_sandbox_the_script_is_never_run_unsandboxed(monkeypatch, tmp_
     result = _hostile(f"touch {marker}\n", {"exit": 0})
     assert not result.passed and not marker.exists()
     assert result.evidence[0].startswith("engine shell not installed: bubblewrap not found")
+
+
+# ---------------------------------------------------------------- the nginx engine
+
+SITE = """server {
+    listen 80;
+    listen [::]:80;
+    server_name portal.example.org;
+    location / { return 301 https://$host$request_uri; }
+}
+server {
+    listen 443 ssl http2;
+    server_name portal.example.org;
+    ssl_certificate     /etc/letsencrypt/live/portal.example.org/fullchain.pem;
+    ssl_certificate_key /etc/letsencrypt/live/portal.example.org/privkey.pem;
+    include /etc/letsencrypt/options-ssl-nginx.conf;
+    add_header Strict-Transport-Security "max-age=31536000" always;
+    location / { proxy_pass http://127.0.0.1:3000; }
+}
+"""
+SITE_SCENARIO = {"engine": "nginx", "upstreams": ["127.0.0.1:3000"], "requests": [
+    {"name": "redirect", "url": "http://portal.example.org/a?b=1",
+     "expect": {"status": [301, 308], "headers": {"Location": r"^https://portal\.example\.org/a\?b=1$"}}},
+    {"name": "app", "url": "https://portal.example.org/x",
+     "expect": {"status": 200, "body": "upstream reached", "headers": {"Strict-Transport-Security": r"max-age=\d+"}}},
+]}
+needs_nginx = pytest.mark.skipif(sys.modules["core.rewards.engines.nginx"]._nginx() is None or not HAS_SANDBOX,
+                                 reason="nginx is not installed (apt-get install nginx-light) or no sandbox")
+
+
+def test_nginx_site_is_moved_to_local_ports_without_the_host_s_files():
+    from core.rewards.engines.nginx import site_config
+
+    site = site_config(SITE)
+    assert "listen 127.0.0.1:8080;" in site and "listen 127.0.0.1:8443 ssl http2;" in site
+    assert "# listen [::]:80;" in site and "letsencrypt" not in site
+    whole = site_config("user www-data;\nevents {}\nhttp {\n  include mime.types;\n" + SITE + "}\n")
+    assert "user www-data" not in whole and "events" not in whole and "listen 127.0.0.1:8080;" in whole
+
+
+@pytest.mark.parametrize(("scenario", "fragment"), [
+    ({"requests": []}, "'requests' is a list"),
+    ({"requests": [{"name": "a", "url": "portal.example.org", "expect": {"status": 200}}]}, "'url' is http://"),
+    ({"requests": [{"name": "a", "url": "http://x.org/", "expect": {"status": "ok"}}]}, "expect.status is a number"),
+    ({"upstreams": ["app:3000"], "requests": [{"name": "a", "url": "http://x.org/", "expect": {"status": 200}}]},
+     "'upstreams' lists the stub backends"),
+])
+def test_bad_nginx_scenarios_name_the_key(scenario, fragment):
+    problems = ENGINES["nginx"].scenario_problems({"engine": "nginx", **scenario})
+    assert any(fragment in p for p in problems), problems
+
+
+@needs_nginx
+def test_nginx_serves_the_site_redirects_and_reaches_the_upstream():
+    result = run_engine("nginx", SITE, SITE_SCENARIO)
+    assert result.passed, result.evidence
+    loop = run_engine("nginx", SITE.replace("return 301 https://", "return 301 http://"), SITE_SCENARIO)
+    assert not loop.passed and any(line.startswith("redirect: GET") and "does not match" in line for line in loop.evidence)
+    broken = run_engine("nginx", SITE.replace("proxy_pass http://127.0.0.1:3000;", "proxy_pass http://127.0.0.1:3000"),
+                        SITE_SCENARIO)
+    assert not broken.passed and broken.evidence[0].startswith("nginx -t rejects the configuration")
+
+
+def test_without_nginx_its_criteria_score_zero_and_say_what_to_install(monkeypatch):
+    monkeypatch.setattr(sys.modules["core.rewards.engines.nginx"], "_nginx", lambda: None)
+    result = run_engine("nginx", SITE, SITE_SCENARIO)
+    assert not result.passed and result.evidence[0].startswith("engine nginx not installed: nginx is not installed")
