@@ -10,11 +10,12 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import uuid
 
 import pytest
 
-from core.rewards.engines import CACHE, ENGINES, EngineResult, forget_availability, run_engine, sandbox
+from core.rewards.engines import CACHE, ENGINES, EngineResult, engine_missing, forget_availability, run_engine, sandbox
 from core.rewards.engines.base import run_bounded
 from core.rewards.rubric import RubricError, compile_check
 
@@ -153,7 +154,7 @@ def test_results_are_cached_by_engine_artifact_and_scenario(monkeypatch):
 # ---------------------------------------------------------------- the rubric's run: kind
 
 @pytest.mark.parametrize(("spec", "fragment"), [
-    ({"run": {"engine": "promtol"}}, "unknown engine 'promtol' (one of promtool, shell); did you mean 'promtool'"),
+    ({"run": {"engine": "promtol"}}, "unknown engine 'promtol' (one of nginx, promtool, shell); did you mean 'promtool'"),
     ({"run": "promtool"}, "run takes a mapping with 'engine'"),
     ({"run": {"engine": "promtool", "alert": "X", "cases": [{"name": "a", "series": []}]}}, "either 'fires_within'"),
     ({"run": {"engine": "promtool", "alert": "X(", "cases": []}}, "not a valid regular expression"),
@@ -179,11 +180,11 @@ def _executed(task):
     return found
 
 
-def test_at_least_fourteen_tasks_have_an_executed_decisive_criterion():
+def test_at_least_forty_one_tasks_have_an_executed_decisive_criterion():
     from tasks import load_tasks
 
     executed = [t.id for t in load_tasks() if any(c.get("decisive") for c, _ in _executed(t))]
-    assert len(executed) >= 14, executed
+    assert len(executed) >= 41, executed
 
 
 @pytest.mark.skipif(not (HAS_PROMTOOL and HAS_SANDBOX), reason="needs promtool and the sandbox")
@@ -200,6 +201,8 @@ def test_each_executed_criterion_passes_its_reference_and_fails_a_mutant():
 
     for task in load_tasks():
         for criterion, run in _executed(task):
+            if engine_missing(run.engine):  # nginx is optional: its tests below skip with the reason
+                continue
             assert passes(task.reference_answer, run), (task.id, criterion["id"])
             caught = [m["id"] for m in task.mutants if not passes(apply_mutant(task.reference_answer, m), run)]
             assert caught, f"{task.id}: no mutant fails '{criterion['id']}'"
@@ -239,6 +242,44 @@ def test_shell_stubs_record_calls_and_the_scenario_checks_order_flags_and_exit()
     assert any(line.startswith("delete: not in the order") for line in result.evidence)
     no_errexit = run_engine("shell", CLEANUP.replace("set -euo pipefail\n", ""), CLEANUP_SCENARIO)
     assert "snapshot-fails: exit 0, expected nonzero" in no_errexit.evidence
+
+
+def _one_case(script: str, **case) -> EngineResult:
+    return run_engine("shell", script, {"engine": "shell", "cases": [{"name": "case", **case}]})
+
+
+@needs_sandbox
+def test_a_case_s_files_are_in_the_working_directory_and_writable():
+    script = "set -e\ncd envs/prod\ngrep -q 'bucket = \"state\"' backend.tf\necho planned > plan.txt\nterraform init\n"
+    files = {"envs/prod/backend.tf": 'bucket = "state"\n'}
+    assert _one_case(script, files=files, stubs={"terraform": []}, expect={"exit": 0, "called": ["terraform init"]}).passed
+    assert not _one_case(script, stubs={"terraform": []}, expect={"exit": 0}).passed  # no such directory
+
+
+@needs_sandbox
+def test_a_once_rule_answers_its_first_match_only():
+    """A watcher loops while the chaos experiment exists: there on the first look, gone on the next."""
+    script = "n=0\nwhile kubectl get networkchaos x; do n=$((n + 1)); done\necho \"looked $n\"\n"
+    stubs = {"kubectl": [{"match": "get networkchaos", "once": True}, {"match": "get networkchaos", "exit": 1}]}
+    assert _one_case(script, stubs=stubs, expect={"output": "^looked 1$"}).passed
+
+
+@needs_sandbox
+def test_what_a_stub_reads_for_a_dash_argument_is_logged():
+    script = "kubectl apply -f - <<EOF\nkind: VerticalPodAutoscaler\nspec: {updatePolicy: {updateMode: \"Off\"}}\nEOF\n"
+    logged = _one_case(script, expect={"called": ['apply -f - <<< kind: VerticalPodAutoscaler spec: .*updateMode: "Off"']})
+    assert logged.passed
+    quiet = "printf 'not read\\n' | kubectl get pods\n"  # without a `-` argument the stub leaves stdin alone
+    assert _one_case(quiet, expect={"called": ["^kubectl get pods$"]}).passed
+
+
+def test_case_files_stay_inside_the_working_directory():
+    from core.rewards.engines.shell import ENGINE
+
+    for bad in ("/etc/passwd", "../escape", "a/../../b", ""):
+        problems = ENGINE.scenario_problems({"engine": "shell", "cases": [
+            {"name": "a", "files": {bad: "x"}, "expect": {"exit": 0}}]})
+        assert any("'files' maps a relative path" in p for p in problems), bad
 
 
 def _hostile(script: str, expect: dict, timeout: float = 5) -> EngineResult:
@@ -317,6 +358,23 @@ def test_safety_gigabytes_of_output_are_cut_at_the_file_size_limit():
     assert "hostile: exit 153, expected 0" in result.evidence and "hostile: output has no /^done$/" in result.evidence
 
 
+def test_a_namespace_refused_for_a_moment_is_tried_again_not_scored(monkeypatch):
+    from core.rewards.engines.base import Finished
+
+    answers = [Finished(1, sandbox.BUSY + "\n", False)] * 2 + [Finished(0, "ran\n", False)]
+    calls = []
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: "/usr/bin/bwrap")
+    monkeypatch.setattr(sandbox.time, "sleep", lambda s: None)
+    monkeypatch.setattr(sandbox, "run_bounded", lambda argv, timeout, pass_fds=(): calls.append(argv) or answers[len(calls) - 1])
+    assert sandbox.run_sandboxed([], {}, ["true"], 1).output == "ran\n" and len(calls) == 3
+    calls.clear()
+    answers = [Finished(1, sandbox.BUSY + "\n", False)] * 9  # still refused after the back-off: reported as it is
+    assert sandbox.run_sandboxed([], {}, ["true"], 1).returncode == 1 and len(calls) == 1 + len(sandbox.BACKOFF_S)
+    calls.clear()
+    answers = [Finished(1, "the script failed\n", False)]  # the script's own failure is never retried
+    assert sandbox.run_sandboxed([], {}, ["true"], 1).returncode == 1 and len(calls) == 1
+
+
 def test_without_a_sandbox_the_script_is_never_run_unsandboxed(monkeypatch, tmp_path):
     monkeypatch.setattr(sandbox, "bwrap_path", lambda: None)
     sandbox.sandbox_missing.cache_clear()
@@ -324,3 +382,70 @@ def test_without_a_sandbox_the_script_is_never_run_unsandboxed(monkeypatch, tmp_
     result = _hostile(f"touch {marker}\n", {"exit": 0})
     assert not result.passed and not marker.exists()
     assert result.evidence[0].startswith("engine shell not installed: bubblewrap not found")
+
+
+# ---------------------------------------------------------------- the nginx engine
+
+SITE = """server {
+    listen 80;
+    listen [::]:80;
+    server_name portal.example.org;
+    location / { return 301 https://$host$request_uri; }
+}
+server {
+    listen 443 ssl http2;
+    server_name portal.example.org;
+    ssl_certificate     /etc/letsencrypt/live/portal.example.org/fullchain.pem;
+    ssl_certificate_key /etc/letsencrypt/live/portal.example.org/privkey.pem;
+    include /etc/letsencrypt/options-ssl-nginx.conf;
+    add_header Strict-Transport-Security "max-age=31536000" always;
+    location / { proxy_pass http://127.0.0.1:3000; }
+}
+"""
+SITE_SCENARIO = {"engine": "nginx", "upstreams": ["127.0.0.1:3000"], "requests": [
+    {"name": "redirect", "url": "http://portal.example.org/a?b=1",
+     "expect": {"status": [301, 308], "headers": {"Location": r"^https://portal\.example\.org/a\?b=1$"}}},
+    {"name": "app", "url": "https://portal.example.org/x",
+     "expect": {"status": 200, "body": "upstream reached", "headers": {"Strict-Transport-Security": r"max-age=\d+"}}},
+]}
+needs_nginx = pytest.mark.skipif(sys.modules["core.rewards.engines.nginx"]._nginx() is None or not HAS_SANDBOX,
+                                 reason="nginx is not installed (apt-get install nginx-light) or no sandbox")
+
+
+def test_nginx_site_is_moved_to_local_ports_without_the_host_s_files():
+    from core.rewards.engines.nginx import site_config
+
+    site = site_config(SITE)
+    assert "listen 127.0.0.1:8080;" in site and "listen 127.0.0.1:8443 ssl http2;" in site
+    assert "# listen [::]:80;" in site and "letsencrypt" not in site
+    whole = site_config("user www-data;\nevents {}\nhttp {\n  include mime.types;\n" + SITE + "}\n")
+    assert "user www-data" not in whole and "events" not in whole and "listen 127.0.0.1:8080;" in whole
+
+
+@pytest.mark.parametrize(("scenario", "fragment"), [
+    ({"requests": []}, "'requests' is a list"),
+    ({"requests": [{"name": "a", "url": "portal.example.org", "expect": {"status": 200}}]}, "'url' is http://"),
+    ({"requests": [{"name": "a", "url": "http://x.org/", "expect": {"status": "ok"}}]}, "expect.status is a number"),
+    ({"upstreams": ["app:3000"], "requests": [{"name": "a", "url": "http://x.org/", "expect": {"status": 200}}]},
+     "'upstreams' lists the stub backends"),
+])
+def test_bad_nginx_scenarios_name_the_key(scenario, fragment):
+    problems = ENGINES["nginx"].scenario_problems({"engine": "nginx", **scenario})
+    assert any(fragment in p for p in problems), problems
+
+
+@needs_nginx
+def test_nginx_serves_the_site_redirects_and_reaches_the_upstream():
+    result = run_engine("nginx", SITE, SITE_SCENARIO)
+    assert result.passed, result.evidence
+    loop = run_engine("nginx", SITE.replace("return 301 https://", "return 301 http://"), SITE_SCENARIO)
+    assert not loop.passed and any(line.startswith("redirect: GET") and "does not match" in line for line in loop.evidence)
+    broken = run_engine("nginx", SITE.replace("proxy_pass http://127.0.0.1:3000;", "proxy_pass http://127.0.0.1:3000"),
+                        SITE_SCENARIO)
+    assert not broken.passed and broken.evidence[0].startswith("nginx -t rejects the configuration")
+
+
+def test_without_nginx_its_criteria_score_zero_and_say_what_to_install(monkeypatch):
+    monkeypatch.setattr(sys.modules["core.rewards.engines.nginx"], "_nginx", lambda: None)
+    result = run_engine("nginx", SITE, SITE_SCENARIO)
+    assert not result.passed and result.evidence[0].startswith("engine nginx not installed: nginx is not installed")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
@@ -66,9 +67,26 @@ def sandbox_argv(binds: Sequence[tuple[str, str]], env: Mapping[str, str], comma
     return argv + ["--", *command]
 
 
+# bwrap's own message when the kernel refuses a namespace for a moment (many sandboxes starting at once): the
+# script never ran, so the start is tried again instead of scoring the answer (or the engine) a failure.
+BUSY = "bwrap: Creating new namespace failed: Resource temporarily unavailable"
+BACKOFF_S = (0.1, 0.2, 0.4)
+
+
+def _busy(output: str) -> bool:
+    return output.lstrip().startswith(BUSY)
+
+
 def run_sandboxed(binds: Sequence[tuple[str, str]], env: Mapping[str, str], command: Sequence[str], timeout: float,
                   pass_fds: Sequence[int] = ()) -> Finished:
-    return run_bounded(sandbox_argv(binds, env, command), timeout, pass_fds=pass_fds)
+    argv = sandbox_argv(binds, env, command)
+    finished = run_bounded(argv, timeout, pass_fds=pass_fds)
+    for delay in BACKOFF_S:
+        if finished.returncode == 0 or not _busy(finished.output):
+            break
+        time.sleep(delay)
+        finished = run_bounded(argv, timeout, pass_fds=pass_fds)
+    return finished
 
 
 @lru_cache(maxsize=1)
@@ -79,11 +97,15 @@ def sandbox_missing() -> str | None:
     for tool in ("prlimit", "setpriv") if os.geteuid() == 0 else ("prlimit",):
         if shutil.which(tool) is None:
             return f"{tool} not found (util-linux)"
-    try:
-        probe = subprocess.run(sandbox_argv([], {"PATH": "/usr/bin:/bin"}, ["/bin/sh", "-c", "true"]),
-                               capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"the sandbox does not start: {exc}"
+    for delay in (*BACKOFF_S, None):
+        try:
+            probe = subprocess.run(sandbox_argv([], {"PATH": "/usr/bin:/bin"}, ["/bin/sh", "-c", "true"]),
+                                   capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"the sandbox does not start: {exc}"
+        if probe.returncode == 0 or delay is None or not _busy(probe.stderr or probe.stdout):
+            break
+        time.sleep(delay)
     if probe.returncode != 0:
         lines = (probe.stderr or probe.stdout).strip().splitlines()
         return "the sandbox does not start (user namespaces?): " + (lines[-1] if lines else f"exit {probe.returncode}")

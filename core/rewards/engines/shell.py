@@ -18,24 +18,33 @@ from core.rewards.engines.sandbox import run_sandboxed, sandbox_missing
 
 DEFAULT_STUBS = ("aws", "kubectl", "gcloud", "az", "pg_dump", "systemctl", "curl")
 SCENARIO_KEYS = {"engine", "script", "cases", "timeout"}
-CASE_KEYS = {"name", "args", "env", "stubs", "expect"}
+CASE_KEYS = {"name", "args", "env", "files", "stubs", "expect"}
 EXPECT_KEYS = {"exit", "called", "not_called", "order", "output"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FILE = re.compile(r"^(?!/)(?!.*(^|/)\.\.(/|$))[A-Za-z0-9_.@+=/-]{1,200}$")
+# Copies the case's files into the working directory, then runs the script with its arguments.
+_WITH_FILES = 'cp -R /task/files/. /work/ && exec /bin/bash /task/script.sh "$@"'
 
-# Every stub: log the call (name and arguments on one line) to the engine's file descriptor, then answer with
-# the first rule whose extended regex matches that line (its stdout and exit status), else exit 0 silently.
+# Every stub: log the call (name and arguments on one line; when an argument is `-`, what it reads from stdin
+# after ` <<< `, as `kubectl apply -f -` would) to the engine's file descriptor, then answer with the first rule
+# whose extended regex matches that line (its stdout and exit status; a `once` rule answers only its first match,
+# so a resource can be there on the first look and gone on the next), else exit 0 silently.
 STUB = r"""#!/bin/bash
 name=${0##*/}
 line=$name
 for word in "$@"; do line+=" $word"; done
+for word in "$@"; do
+  if [[ $word == - ]]; then line+=" <<< $(head -c 65536)"; break; fi
+done
 line=${line//$'\n'/ }
 printf '%s\n' "$line" >&"$STUB_LOG_FD"
 rules=/stubs/.rules/$name
 i=0
 while [[ -f $rules/$i.match ]]; do
   pattern=$(<"$rules/$i.match")
-  if [[ $line =~ $pattern ]]; then
+  if [[ $line =~ $pattern && ! -e /tmp/.stub-once-$name-$i ]]; then
+    [[ -f $rules/$i.once ]] && : >"/tmp/.stub-once-$name-$i"
     [[ -f $rules/$i.stdout ]] && cat "$rules/$i.stdout"
     exit "$(<"$rules/$i.exit")"
   fi
@@ -73,15 +82,21 @@ def _case_problems(case: Any, where: str) -> list[str]:
     if not isinstance(env, Mapping) or not all(isinstance(k, str) and _ENV.match(k) and isinstance(v, (str, int))
                                                for k, v in env.items()):
         problems.append(f"{where}: 'env' maps variable names to values")
+    files = case.get("files", {})
+    if not isinstance(files, Mapping) or not all(isinstance(k, str) and _FILE.match(k) and isinstance(v, str)
+                                                 for k, v in files.items()):
+        problems.append(f"{where}: 'files' maps a relative path in the working directory ('envs/prod/main.tf') to "
+                        "its text")
     stubs = case.get("stubs", {})
     if not isinstance(stubs, Mapping):
         problems.append(f"{where}: 'stubs' maps a command name to its answers [{{match, stdout, exit}}]")
     else:
         for name, rules in stubs.items():
             if not (isinstance(name, str) and _NAME.match(name)) or not isinstance(rules, list) or not all(
-                    isinstance(r, Mapping) and isinstance(r.get("match"), str) and set(r) <= {"match", "stdout", "exit"}
-                    and isinstance(r.get("exit", 0), int) and isinstance(r.get("stdout", ""), str) for r in rules):
-                problems.append(f"{where}: stubs '{name}': a list of {{match: 'regex', stdout: '...', exit: 0}}")
+                    isinstance(r, Mapping) and isinstance(r.get("match"), str) and set(r) <= {"match", "stdout", "exit", "once"}
+                    and isinstance(r.get("exit", 0), int) and isinstance(r.get("stdout", ""), str)
+                    and isinstance(r.get("once", False), bool) for r in rules):
+                problems.append(f"{where}: stubs '{name}': a list of {{match: 'regex', stdout: '...', exit: 0, once: false}}")
     expect = case.get("expect")
     if not isinstance(expect, Mapping) or not expect:
         return problems + [f"{where}: 'expect' with any of {', '.join(sorted(EXPECT_KEYS))}"]
@@ -155,7 +170,13 @@ class ShellScript:
                     (stubs / ".rules" / name / f"{index}.exit").write_text(str(rule.get("exit", 0)))
                     if "stdout" in rule:
                         (stubs / ".rules" / name / f"{index}.stdout").write_text(rule["stdout"])
-            for path in [root / "script.sh", *stubs.rglob("*")]:
+                    if rule.get("once"):
+                        (stubs / ".rules" / name / f"{index}.once").write_text("")
+            files = root / "files"
+            for name, text in case.get("files", {}).items():
+                (files / name).parent.mkdir(parents=True, exist_ok=True)
+                (files / name).write_text(text)
+            for path in [root / "script.sh", *stubs.rglob("*"), *files.rglob("*")]:
                 os.chmod(path, 0o755)
             calls_path = root / "calls"
             log_fd = os.open(calls_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -164,8 +185,12 @@ class ShellScript:
                        "LANG": "C.UTF-8", "STUB_LOG_FD": str(log_fd)}
                 env.update({k: str(v) for k, v in case.get("env", {}).items()})
                 args = [str(a) for a in case.get("args", [])]
-                finished = run_sandboxed([(str(root / "script.sh"), "/task/script.sh"), (str(stubs), "/stubs")],
-                                         env, ["/bin/bash", "/task/script.sh", *args], timeout, pass_fds=(log_fd,))
+                binds = [(str(root / "script.sh"), "/task/script.sh"), (str(stubs), "/stubs")]
+                command = ["/bin/bash", "/task/script.sh", *args]
+                if case.get("files"):
+                    binds.append((str(files), "/task/files"))
+                    command = ["/bin/bash", "-c", _WITH_FILES, "/task/script.sh", *args]
+                finished = run_sandboxed(binds, env, command, timeout, pass_fds=(log_fd,))
             finally:
                 os.close(log_fd)
             calls = calls_path.read_text(errors="replace").splitlines()[:1000]
