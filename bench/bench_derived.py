@@ -54,6 +54,14 @@ def user_task_file(folder: Path) -> tuple[Path, dict[str, str]]:
     return path, kinds
 
 
+def _occurrence(term: str) -> str:
+    """A whole occurrence of a named value; a number only where it stands as a value, not in a redirection
+    (`2>/dev/null`), a regex (`"5.."`), a cron field (`*/15`) or a longer number."""
+    if term.isdigit():
+        return rf"(?<![\w.\-/*]){term}(?![\w\-.>*/])"
+    return rf"(?<![\w.-]){re.escape(term)}(?![\w-]|\.\w)"
+
+
 def _changed(term: str) -> str:
     """Another value of the same shape: a number plus one, a name with its last letter changed (`cart-api` ->
     `cart-apx`, not `cart-api-other`, which still holds the name)."""
@@ -78,7 +86,7 @@ def one_value_mutants(reference: str, desc: str, limit: int = MUTANTS_PER_TASK) 
             line = lines[number]
             code = line.split(" #", 1)[0] if not line.lstrip().startswith("#") else ""
             for term in named:
-                for match in re.finditer(rf"(?<![\w.-]){re.escape(term)}(?![\w-]|\.\w)", code):
+                for match in re.finditer(_occurrence(term), code):
                     places.append((term, number, match.start()))
     by_term: dict[str, list[tuple[int, int]]] = {}
     for term, number, at in places:
@@ -136,13 +144,14 @@ def run() -> list[dict]:
     return [
         {"benchmark": "derived", "figure": f"reference mean reward, {where} (min {new['reference_min']:.2f})",
          "value": round(new["reference_mean"], 3), "unit": "reward", "peer": round(old["reference_mean"], 3),
-         "ratio": round(new["reference_mean"] / max(old["reference_mean"], 1e-9), 2), "goal": f">= {REFERENCE_GOAL}"},
+         "ratio": round(new["reference_mean"] / old["reference_mean"], 2) if old["reference_mean"] else None,
+         "goal": f">= {REFERENCE_GOAL}"},
         {"benchmark": "derived", "figure": f"one named value changed ranks below the reference ({new['one_value_pairs']} pairs)",
          "value": round(new["one_value"], 3), "unit": "share", "peer": round(old["one_value"], 3),
-         "ratio": round(new["one_value"] / max(old["one_value"], 1e-9), 2), "goal": f">= {RANK_GOAL}"},
+         "ratio": round(new["one_value"] / old["one_value"], 2) if old["one_value"] else None, "goal": f">= {RANK_GOAL}"},
         {"benchmark": "derived", "figure": f"another reference of the same kind ranks below ({new['cross_pairs']} pairs)",
          "value": round(new["cross"], 3), "unit": "share", "peer": round(old["cross"], 3),
-         "ratio": round(new["cross"] / max(old["cross"], 1e-9), 2), "goal": f">= {RANK_GOAL}"},
+         "ratio": round(new["cross"] / old["cross"], 2) if old["cross"] else None, "goal": f">= {RANK_GOAL}"},
     ]
 
 
