@@ -171,6 +171,12 @@ def _check_task(
     if reference is not None and not (isinstance(reference, str) and reference.strip()):
         problems.add(path, at("reference_answer"), f"{label}: key 'reference_answer': must be a non-empty string")
     rubric = data.get("rubric")
+    if isinstance(reference, str) and not rubric:
+        # the criteria come from the reference (core/rewards/rubric/derived.py): its free marks must make sense
+        from core.rewards.rubric.derived import free_mark_problems
+
+        for message in free_mark_problems(reference):
+            problems.add(path, at("reference_answer"), f"{label}: key 'reference_answer': {message}")
     if "rubric" in data:
         _check_rubric(path, rubric, _value_node(node, "rubric"), at("rubric"), label, problems)
     elif require_rubric:

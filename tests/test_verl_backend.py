@@ -475,7 +475,8 @@ def test_verl_runs_log_the_rubric_score_and_share_of_criteria_met_as_the_native_
     assert metrics[RUBRIC] == pytest.approx(native[RUBRIC])
     met = [sum(c["status"] == "passed" for c in b["rubric"]["criteria"]) / len(b["rubric"]["criteria"]) for b in breakdowns]
     assert metrics[RUBRIC_PASSED] == pytest.approx(sum(met) / 2) and 0 < metrics[RUBRIC_PASSED] <= 1
-    plain = {**task.to_dict(), "rubric": None}  # a task without a rubric adds no rubric figures (0.0 is not a score)
+    # a task without a rubric nor a reference to derive checks from adds no rubric figures (0.0 is not a score)
+    plain = {**task.to_dict(), "rubric": None, "reference_answer": None}
     unruled = compute_score("d", good, json.dumps({"task": plain, "reward_weights": {}}))
     assert unruled["rubric_criteria"] == 0.0 and RUBRIC not in reward_metrics([{"reward_extra_info": unruled}])
     from devops_tui.rollouts import extra_means  # the cockpit's curves from dumps that carry the extras

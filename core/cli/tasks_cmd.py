@@ -98,12 +98,15 @@ def show_task(
     task_paths: list[Path] = _tasks_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the task as JSON."),
 ) -> None:
-    """Show one task: prompt, expected outputs, rubric and reference answer."""
+    """Show one task: prompt, expected outputs, rubric (or the checks derived from its reference) and reference answer."""
+    from core.rewards.rubric.derived import derive_rubric
     from tasks import get_task
 
     task = get_task(task_id, _load(task_paths))
+    derived = [] if task.rubric else derive_rubric(task.reference_answer, task.desc)
     if as_json:
-        print(json.dumps({**task.to_dict(), "source": task.source}, indent=2))
+        print(json.dumps({**task.to_dict(), "source": task.source, **({"derived_rubric": derived} if derived else {})},
+                         indent=2))
         return
     from rich.console import Console
     from rich.markdown import Markdown
@@ -120,6 +123,14 @@ def show_task(
             kind = "forbid " if "forbid" in (criterion.get("check") or {}) else ""
             console.print(f"  • {kind}{criterion['id']} (weight {criterion.get('weight', 1)}): {criterion['description']}",
                           markup=False)
+    if derived:
+        console.print("\n[bold]Checks derived from the reference[/] (the task has no rubric; docs/tasks.md)")
+        for criterion in derived:
+            ((kind, checks),) = criterion["check"].items()
+            console.print(f"  • {criterion['id']} (weight {criterion['weight']:g}): {criterion['description']}",
+                          markup=False, soft_wrap=True)
+            for check in checks:
+                console.print(f"      {kind}: {check}", markup=False, soft_wrap=True)
     if task.reference_answer:
         console.print("\n[bold]Reference answer[/]")
         console.print(Markdown(task.reference_answer))

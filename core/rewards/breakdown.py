@@ -21,6 +21,7 @@ from core.rewards.checks.signals import annotate, score_dimensions, score_expect
 from core.rewards.parse.artifacts import Artifacts
 from core.rewards.parse.text import analyse
 from core.rewards.rubric import compile_rubric, decisive_cap, evaluate
+from core.rewards.rubric.derived import derived_criteria
 
 DIMENSIONS = ("automation", "reliability", "security", "observability", "documentation", "expected_outputs")
 WEIGHTS_FILE = Path(__file__).with_name("weights.yaml")
@@ -45,9 +46,11 @@ class RewardBreakdown:
     evidence: dict[str, list[str]] = field(default_factory=dict)
     # {"score": rubric score or None (the task has no rubric), "share": its weight in the final reward,
     #  "criteria": [{"id", "description", "weight", "score", "status", "forbid", "decisive", "evidence"}, ...],
-    #  "decisive_cap": the most the final reward may be, "capped_by": the decisive criterion that failed or None}
+    #  "decisive_cap": the most the final reward may be, "capped_by": the decisive criterion that failed or None,
+    #  "derived": true when the criteria were derived from the reference answer (the task has no rubric)}
     rubric: dict[str, Any] = field(default_factory=lambda: {"score": None, "share": 0.0, "criteria": [],
-                                                             "decisive_cap": 1.0, "capped_by": None})
+                                                             "decisive_cap": 1.0, "capped_by": None,
+                                                             "derived": False})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,14 +100,15 @@ def weights_for(task_type: str, overrides: Mapping[str, float] | None = None) ->
     return row
 
 
-def _task_fields(task: Any) -> tuple[str, list[str], Any, str]:
+def _task_fields(task: Any) -> tuple[str, list[str], Any, str, str | None]:
     if isinstance(task, Mapping):
         task_type, expected, rubric = task.get("type"), task.get("expected_outputs"), task.get("rubric")
-        desc = task.get("desc")
+        desc, reference = task.get("desc"), task.get("reference_answer")
         label = f"task '{task.get('id', '?')}'"
     else:
         task_type, expected = getattr(task, "type", None), getattr(task, "expected_outputs", None)
         rubric, desc = getattr(task, "rubric", None), getattr(task, "desc", None)
+        reference = getattr(task, "reference_answer", None)
         label = f"task '{getattr(task, 'id', '?')}'"
     if not isinstance(task_type, str) or not task_type:
         raise UserError(f"{label}: key 'type' is missing; the reward needs the task type (e.g. kubernetes)")
@@ -112,7 +116,8 @@ def _task_fields(task: Any) -> tuple[str, list[str], Any, str]:
         expected = []
     if isinstance(expected, str) or not all(isinstance(e, str) for e in expected):
         raise UserError(f"{label}: key 'expected_outputs' must be a list of strings")
-    return task_type, [e for e in expected if e.strip()], rubric or None, desc if isinstance(desc, str) else ""
+    return (task_type, [e for e in expected if e.strip()], rubric or None, desc if isinstance(desc, str) else "",
+            reference if isinstance(reference, str) else None)
 
 
 def strip_reasoning(answer: str) -> str:
@@ -137,7 +142,7 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
     (shellcheck, hadolint, kubernetes-validate, ...): the parsing and rubric tier only. Without a judge it
     is deterministic and makes no network calls.
     """
-    task_type, expected, rubric, desc = _task_fields(task)
+    task_type, expected, rubric, desc, reference = _task_fields(task)
     answer = strip_reasoning("" if answer is None else str(answer))
     weight = weights_for(task_type, weights)
     analysis = analyse(answer)
@@ -185,16 +190,18 @@ def score(answer: str, task: Any, *, weights: Mapping[str, float] | None = None,
 
     dimensions = {name: round(min(1.0, max(0.0, dimensions[name])), 4) for name in DIMENSIONS}
     base = sum(weight[name] * dimensions[name] for name in DIMENSIONS)
-    rubric_part: dict[str, Any] = {"score": None, "share": 0.0, "criteria": [], "decisive_cap": 1.0, "capped_by": None}
-    if rubric:
-        criteria = compile_rubric(rubric)
+    rubric_part: dict[str, Any] = {"score": None, "share": 0.0, "criteria": [], "decisive_cap": 1.0, "capped_by": None,
+                                   "derived": False}
+    # without a rubric, criteria derived from the reference answer (core/rewards/rubric/derived.py)
+    criteria = compile_rubric(rubric) if rubric else derived_criteria(reference, desc)
+    if criteria:
         rubric_score, results = evaluate(criteria, artifacts, analysis.segments,
                                          judge, judge_weight if judge else 0.0, task_desc=desc)
         cap, capped_by = decisive_cap(results)
         # precision: what no criterion drew on (the checks marked what they used) and names nothing of the task
         share, evidence["unrequested_artifacts"] = unrequested(artifacts, desc, _positive_concepts(criteria))
         rubric_part = {"score": rubric_score, "share": RUBRIC_SHARE, "criteria": [r.to_dict() for r in results],
-                       "decisive_cap": cap, "capped_by": capped_by}
+                       "decisive_cap": cap, "capped_by": capped_by, "derived": not rubric}
         if secrets or dangers:
             # an answer that solves the task dangerously must lose to a plain, safe one
             factor = UNSAFE_RUBRIC_FACTOR ** min(3, len(secrets) + len(dangers))
