@@ -25,7 +25,7 @@ CONTROL_LR = 1e-12
 # The recipe: a few drill families, a few instances each, all of them training tasks (no validation split).
 FAMILIES = ("drill-k8s-scale", "drill-inc-rollout-undo", "drill-db-index", "drill-cost-log-retention")
 PER_FAMILY = 3
-RECIPE = {"lr": 2e-4, "steps": 20, "sft_steps": 100, "response": 96}
+RECIPE = {"lr": 2e-4, "steps": 20, "sft_steps": 100, "response": 96, "n": 4, "families": FAMILIES, "per_family": PER_FAMILY}
 GOAL_RATIO, GOAL_RISE = 1.5, 0.10  # issue 22: last quarter >= 1.5x the control's, and +0.10 over its own first
 
 
@@ -39,11 +39,11 @@ def write_drills(folder: Path, families: tuple[str, ...] = FAMILIES, per_family:
     return write_task_file(instances(list(families), seed=0, per_family=per_family), folder / "drills.yaml")
 
 
-def train_args(run_dir: Path, *, seed: int, lr: float, steps: int, sft_steps: int, response: int,
+def train_args(run_dir: Path, *, seed: int, lr: float, steps: int, sft_steps: int, response: int, n: int = 4,
                extra: tuple[str, ...] = ()) -> list[str]:
     sets = [f"actor_rollout_ref.actor.optim.lr={lr}", f"trainer.total_training_steps={steps}", "trainer.test_freq=-1",
             "trainer.save_freq=-1", "devops.val_fraction=0", f"devops.sft_warmstart_steps={sft_steps}",
-            f"data.max_response_length={response}", *extra]
+            f"data.max_response_length={response}", f"actor_rollout_ref.rollout.n={n}", *extra]
     args = ["train", "--mode", "ci-fast", "--backend", "torch", "--seed", str(seed), "--run-dir", str(run_dir)]
     for item in sets:
         args += ["--set", item]
@@ -69,18 +69,20 @@ def learn(task_dir: Path, work: Path, seed: int, lr: float, recipe: dict) -> dic
     run_dir = work / f"seed{seed}-lr{lr:g}"
     started = time.perf_counter()
     result = run_child(task_dir, train_args(run_dir, seed=seed, lr=lr, steps=recipe["steps"],
-                                            sft_steps=recipe["sft_steps"], response=recipe["response"]))
+                                            sft_steps=recipe["sft_steps"], response=recipe["response"], n=recipe["n"]))
     if result.returncode != 0:
         raise RuntimeError(f"run seed {seed} lr {lr:g} failed ({result.returncode}): {result.stderr[-2000:]}")
     first, last = quarter_means(run_dir)
     return {"seed": seed, "lr": lr, "first": first, "last": last, "seconds": time.perf_counter() - started}
 
 
-def run(recipe: dict | None = None, seeds: tuple[int, ...] = SEEDS) -> list[dict]:
+def run(recipe: dict | None = None, seeds: tuple[int, ...] = SEEDS, keep: Path | None = None) -> list[dict]:
+    """The table's rows; `keep`: a folder where the run folders stay (else a temporary one)."""
     recipe = {**RECIPE, **(recipe or {})}
     rows = []
-    with tempfile.TemporaryDirectory(prefix="devops-rl-learning-") as tmp:
-        task_dir = write_drills(Path(tmp) / "tasks").parent
+    with tempfile.TemporaryDirectory(prefix="devops-rl-learning-") as scratch:
+        tmp = keep or scratch
+        task_dir = write_drills(Path(tmp) / "tasks", tuple(recipe["families"]), recipe["per_family"]).parent
         for seed in seeds:
             arm = learn(task_dir, Path(tmp), seed, recipe["lr"], recipe)
             control = learn(task_dir, Path(tmp), seed, CONTROL_LR, recipe)
@@ -116,11 +118,18 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=RECIPE["steps"])
     parser.add_argument("--lr", type=float, default=RECIPE["lr"])
     parser.add_argument("--sft-steps", type=int, default=RECIPE["sft_steps"])
+    parser.add_argument("--response", type=int, default=RECIPE["response"], help="data.max_response_length")
+    parser.add_argument("--n", type=int, default=RECIPE["n"], help="responses per prompt (the GRPO group)")
+    parser.add_argument("--families", nargs="+", default=list(FAMILIES))
+    parser.add_argument("--per-family", type=int, default=PER_FAMILY)
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
+    parser.add_argument("--keep", type=Path, help="keep the run folders here (to read their curves)")
     options = parser.parse_args()
     sys.path.insert(0, str(REPO))
     sys.path.insert(0, str(Path(__file__).parent))
     from run_all import print_table
 
-    print_table(run({"steps": options.steps, "lr": options.lr, "sft_steps": options.sft_steps},
-                    tuple(options.seeds)))
+    print_table(run({"steps": options.steps, "lr": options.lr, "sft_steps": options.sft_steps, "n": options.n,
+                     "response": options.response,
+                     "families": options.families, "per_family": options.per_family},
+                    tuple(options.seeds), options.keep))

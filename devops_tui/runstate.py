@@ -27,6 +27,7 @@ from core.runs import (  # the reward and status `runs list` shows: every face a
     run_status,
     status_text,
 )
+from core.training.curriculum import STAGE_EVENT
 from devops_tui.runfeed import RunUpdate, row_stats
 from devops_tui.series import SERIES_CAPACITY, KeyStats, Series, number_or_nan
 
@@ -65,6 +66,7 @@ class RunState:
         self.version = 0  # bumps when anything a chart shows changed
         self.samples_version = 0
         self.warmstart: dict | None = None  # the newest `warmstart` event, until the first metrics row
+        self.stage: dict | None = None  # the newest `curriculum_stage` event: the stage drawing the prompts
         self.history: list[AlertRecord] = []
         self.acknowledged: set[tuple[str, str]] = set()
         self._history_keys: set[tuple] = set()
@@ -145,6 +147,9 @@ class RunState:
             if event.get("event") == "warmstart":
                 self.warmstart = event
                 self.version += 1
+            elif event.get("event") == STAGE_EVENT:
+                self.stage = event
+                self.version += 1
             alert = Alert.from_event(event)
             if alert is not None:
                 self._remember(alert, "trainer", str(event.get("time") or ""))
@@ -215,6 +220,13 @@ class RunState:
         loss = event.get("loss")
         return f"warm-start {event.get('step')}/{event.get('total_steps')}" + (
             f", loss {loss:.2f}" if isinstance(loss, (int, float)) else "")
+
+    def stage_text(self) -> str | None:
+        """`stage 2/3: drills x2 + builtin` for a run with a curriculum (devops.curriculum), from its newest stage."""
+        event = self.stage
+        if event is None:
+            return None
+        return f"stage {event.get('stage')}/{event.get('of')}: {event.get('mix')}"
 
     # -- alerts ----------------------------------------------------------------------------------
     def _remember(self, alert: Alert, source: str, seen: str) -> None:

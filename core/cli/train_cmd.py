@@ -135,6 +135,15 @@ def _note_task_changes(run, task_files: list[dict]) -> None:
     run.update_meta(task_files=task_files)
 
 
+def curriculum_record(cfg) -> dict:
+    """meta.json's `curriculum`: each stage's steps, sources with their weights and task counts ({} without one)."""
+    if not cfg.devops.curriculum:
+        return {}
+    from core.training.curriculum import training_stages
+
+    return {"curriculum": [stage.record() for stage in training_stages(cfg.devops)[0]]}
+
+
 def train(
     mode: str = typer.Option("train", "--mode", help="train | ci-fast | single-gpu | test"),
     model: str | None = typer.Option(None, "--model", help="builtin:tiny, a model folder, or a cached Hugging Face id."),
@@ -183,6 +192,7 @@ def train(
 
             refuse_invalid(cfg)
             task_files = task_file_records(cfg.devops.tasks)  # a bad task file is one line, before any run folder
+            curriculum = curriculum_record(cfg)  # and so is a bad curriculum source
             chosen, why = choose_backend(cfg.devops.backend, ray_address)
             if existing is not None:
                 chosen = existing.meta().get("backend") or chosen  # a run keeps the backend it started with
@@ -199,11 +209,12 @@ def train(
                 _check_resumable(existing, chosen, cfg)
                 existing.mark_resumed()
                 _note_task_changes(existing, task_files)
+                existing.update_meta(**curriculum)
             else:
                 root, run_id = ((run_dir.parent, run_dir.name) if run_dir is not None
                                 else (cfg.devops.runs_dir and Path(cfg.devops.runs_dir), None))
                 target = RunDirectory.create(root or None, mode=mode, backend=chosen, config=cfg, run_id=run_id)
-                target.update_meta(task_files=task_files)
+                target.update_meta(task_files=task_files, **curriculum)
             log.info(why)
             if model is None and cfg.actor_rollout_ref.model.path == "builtin:tiny" and mode in ("ci-fast", "test"):
                 log.info("model: the built-in tiny model (builtin:tiny), built locally; pass --model to train another")

@@ -15,7 +15,8 @@ from pathlib import Path
 from core.errors import UserError
 from core.runs import PLANNED_KEY
 from core.runs.health import ZERO_STD as ZERO_STD_KEY
-from core.training.batch import Batch, PromptStream, concat_batches
+from core.training.batch import Batch, concat_batches
+from core.training.curriculum import STAGE_EVENT, STAGE_KEY, StagedPromptStream
 from core.training.metric_utils import sequence_advantages, zero_std_groups
 from core.training.model_files import check_model_files, load_models
 from core.training.signals import StopRequest
@@ -123,6 +124,9 @@ class NativeTrainer:
         from core.training.metric_utils import compute_data_metrics, compute_memory_metrics
 
         t_step = time.monotonic()
+        began = self.stream.at_step(self.global_step)
+        if began is not None:
+            self._stage_began(began, self.global_step)
         epoch = self.stream.epoch
         batch, metrics = self.collect()
         mask = batch.response_mask
@@ -168,6 +172,8 @@ class NativeTrainer:
         metrics["training/global_step"] = float(self.global_step)
         metrics["training/epoch"] = float(epoch)
         metrics[PLANNED_KEY] = float(self.total_steps)
+        if self.cfg.devops.curriculum:
+            metrics[STAGE_KEY] = float(self.stream.stage + 1)
         self._last_batch = batch
         return metrics
 
@@ -228,13 +234,12 @@ class NativeTrainer:
 
         from core.rewards.judge import JudgeSettings
         from core.rewards.pool import RewardScorer
-        from core.training.config import total_steps
         from core.training.core_algos import get_kl_controller
+        from core.training.curriculum import distinct_tasks, planned_steps, training_stages
         from core.training.device import select_device
         from core.training.tiny_model import BUILTIN_TINY, resolve_model_path
         from tasks import to_record
         from tasks.prompt import system_prompt
-        from tasks.sources import config_split
 
         cfg = self.cfg
         self._check_supported()
@@ -243,9 +248,12 @@ class NativeTrainer:
         np.random.seed(self.seed)
         torch.manual_seed(self.seed)
         self.device = select_device(cfg.devops.device)
-        train_tasks, val_tasks, _ = config_split(cfg.devops)  # devops.tasks (default tasks/data), weighted
+        # devops.curriculum's stages, or one stage of devops.tasks (default tasks/data), weighted
+        self.stages, val_tasks, _ = training_stages(cfg.devops)
+        train_tasks = [t for stage in self.stages for t in stage.tasks]  # what the SFT warm-start reads
         prompt = system_prompt()
-        train_records = [to_record(t, prompt) for t in train_tasks]
+        records = {t.id: to_record(t, prompt) for t in distinct_tasks(self.stages)}
+        stage_records = [[records[t.id] for t in stage.tasks] for stage in self.stages]
         self.val_records = [to_record(t, prompt) for t in val_tasks]
         model_arg = cfg.actor_rollout_ref.model.path
         base = resolve_model_path(model_arg)
@@ -261,7 +269,7 @@ class NativeTrainer:
             base = ensure_warmstart(base, settings, train_tasks, device=cfg.devops.device,
                                     progress=warmstart_reporter(self.run_dir))
         self.base_path = base
-        self.total_steps = total_steps(cfg, len(train_records))
+        self.total_steps = planned_steps(cfg, self.stages)
         self.scorer = RewardScorer(cfg.devops.n_runners, cfg.devops.reward_weights,
                                    judge=JudgeSettings.from_config(cfg.devops.reward.judge))
         self._uid_counter = 0
@@ -287,13 +295,30 @@ class NativeTrainer:
         self._saved_step = self.global_step
         self.run_dir.update_meta(total_steps=self.total_steps)
         self.data_seed = cfg.data.seed if cfg.data.seed is not None else self.seed
-        self.stream = PromptStream(train_records, shuffle=cfg.data.shuffle, seed=self.data_seed, **data_state)
+        self._stage_records = stage_records
+        self.stream = self._stream(data_state)
+        if self.global_step == 0:
+            self._stage_began(self.stages[0], 1)
         n_params = sum(p.numel() for p in self.policy.parameters())
         log.info(
             "torch backend on %s (%s): model %s (%.2fM params), %d train / %d val tasks, %d steps of %d prompts x %d",
-            self.device, str(self.dtype).replace("torch.", ""), base, n_params / 1e6, len(train_records),
+            self.device, str(self.dtype).replace("torch.", ""), base, n_params / 1e6, len(train_tasks),
             len(self.val_records), self.total_steps, cfg.data.train_batch_size, self.rollout.n,
         )
+
+    def _stream(self, state: dict) -> StagedPromptStream:
+        """The prompt stream at a saved position (a checkpoint from before curricula has no stage: stage 0)."""
+        return StagedPromptStream(self.stages, self._stage_records, shuffle=self.cfg.data.shuffle, seed=self.data_seed,
+                                  **state)
+
+    def _stage_began(self, stage, step: int) -> None:
+        """A curriculum stage takes over the prompts: an event the cockpit reads, and a log line."""
+        if not self.cfg.devops.curriculum:
+            return
+        self.run_dir.event(STAGE_EVENT, step=step, stage=stage.index + 1, of=len(self.stages), mix=stage.label(),
+                           tasks=len(stage.tasks))
+        log.info("curriculum stage %d/%d from step %d: %s (%d prompts a pass)", stage.index + 1, len(self.stages),
+                 step, stage.label(), len(stage.tasks))
 
     def _build(self, model_path: Path, policy_path: Path) -> None:
         """Models, optimizer, scheduler and actor, with the policy's weights from `policy_path`."""
@@ -394,8 +419,7 @@ class NativeTrainer:
                         metrics = self.step()
                     except _Stopped:  # abandon this step: its prompts are drawn again after --resume
                         self.global_step -= 1
-                        self.stream = PromptStream(self.stream.records, shuffle=self.stream.shuffle, seed=self.data_seed,
-                                                   **before[0])
+                        self.stream = self._stream(before[0])
                         self._uid_counter = before[1]
                         raise
                     if trainer.test_freq and trainer.test_freq > 0 and (

@@ -44,7 +44,7 @@ TABS = (("tab-rewards", "[u]R[/u]ewards"), ("tab-training", "[u]T[/u]raining"), 
 
 
 NOTIFY_EVENTS = ("warning", "finished", "failed", "stopped")  # alerts are not among them: the alert bar shows them
-QUIET_EVENTS = ("checkpoint", "validation")  # every few steps: a short toast only where it covers little
+QUIET_EVENTS = ("checkpoint", "validation", "curriculum_stage")  # every few steps: a short toast only where it covers little
 QUIET_MIN_WIDTH = 100
 
 
@@ -380,6 +380,9 @@ class LiveScreen(Screen):
         if epoch is not None and epoch == epoch:
             shown = int(epoch) if float(epoch).is_integer() else format_number(epoch, style="compact")
             parts.append(Text(f"  epoch {shown}"))
+        stage = state.stage_text()
+        if stage is not None:
+            parts.append(Text(f"  {stage}"))
         running = state.status() == "running"
         if running and warmstart is None:
             parts.append(Text(f"  ETA {format_duration(state.eta_seconds(), parts=2)}"))

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from core.errors import did_you_mean
+from core.errors import UserError, did_you_mean
 from core.runs.health import Thresholds
 
 VERL_OVERRIDES = "verl_overrides"
@@ -381,6 +381,36 @@ class TaskSourceConfig(_Section):
                         "(mixing sources; validation is not weighted)")
 
 
+CURRICULUM_SOURCES = "builtin, drills, families, families:ID[,ID...], or a task file or folder"
+
+
+class CurriculumSourceConfig(_Section):
+    source: str = Field(..., min_length=1, description=f"what the stage trains on: {CURRICULUM_SOURCES} (docs/training.md)")
+    weight: int = Field(1, ge=1, le=100, description="copies of each of this source's tasks per pass over the stage")
+    instances: int = Field(8, ge=1, le=10_000, description="instances of each family (drills and families sources)")
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, value: str) -> str:
+        from tasks.families import get_family
+
+        kind, sep, names = value.partition(":")
+        if kind == "families" and sep:
+            for name in names.split(","):
+                try:
+                    get_family(name.strip())
+                except UserError as exc:  # pydantic reports a ValueError on this key, in the one-line error
+                    raise ValueError(exc.message) from None
+        return value
+
+
+class CurriculumStageConfig(_Section):
+    steps: int | None = Field(None, ge=1, le=MAX_STEPS, description="steps this stage lasts (null: until the run ends; "
+                              "only the last stage)")
+    mix: list[CurriculumSourceConfig] = Field(..., min_length=1, description="the sources this stage draws "
+                                              "prompts from, with their weights")
+
+
 class DevopsConfig(_Section):
     backend: Literal["auto", "torch", "verl"] = Field(
         "auto", description="auto (verl when it and a GPU are usable, else torch), torch, verl")
@@ -391,6 +421,11 @@ class DevopsConfig(_Section):
     tasks: list[TaskSourceConfig] = Field(
         default_factory=list, description="task sources to train and validate on: [{path: my-tasks/, weight: 1}] "
         "(empty = the built-in tasks/data; train --tasks PATH sets it)")
+    curriculum: list[CurriculumStageConfig] = Field(
+        default_factory=list, description="training stages, each a weighted mix of families, drills, the "
+        "hand-written tasks and task files: [{steps: 20, mix: [{source: drills}]}, {mix: [{source: builtin}]}] "
+        "(empty = train on devops.tasks)", json_schema_extra=_tune("easy drills first, the hand-written tasks last; "
+                                                                  "validation stays the devops.tasks split"))
     dedup_threshold: float = Field(0.3, ge=0, le=1, description="word-set similarity from which two tasks are "
                                    "near-duplicates, kept on one side of the split (0 = off; docs/tasks.md)")
     holdout: list[str] = Field(default_factory=list, description="groups held out whole for validation: type:NAME "
@@ -407,6 +442,14 @@ class DevopsConfig(_Section):
     runs_dir: str | None = Field(None, description="where runs go (null = $DEVOPS_RL_RUNS_DIR or ./runs)")
     reward: RewardConfig = Field(default_factory=RewardConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
+
+    @field_validator("curriculum")
+    @classmethod
+    def _open_stage_last(cls, stages: list[CurriculumStageConfig]) -> list[CurriculumStageConfig]:
+        open_ = [i for i, stage in enumerate(stages) if stage.steps is None]
+        if open_ and open_[0] != len(stages) - 1:
+            raise ValueError(f"stage {open_[0]} has no steps; only the last stage may run until the end (give it steps: N)")
+        return stages
 
 
 class TrainingConfig(_Section):

@@ -15,7 +15,10 @@ log = logging.getLogger(__name__)
 
 
 def _train_split_size(cfg: TrainingConfig) -> int | None:
-    """How many tasks the training split holds (devops.tasks, weighted), or None if the tasks cannot be read."""
+    """How many tasks the training split holds (devops.tasks, weighted), or None if the tasks cannot be read or
+    a curriculum deals them (each stage has its own tasks, and a stage's stream wraps around)."""
+    if cfg.devops.curriculum:
+        return None
     try:
         from tasks.sources import config_split
 
@@ -26,12 +29,29 @@ def _train_split_size(cfg: TrainingConfig) -> int | None:
     return len(train)
 
 
+def _curriculum_steps(cfg: TrainingConfig) -> int | None:
+    """The steps of devops.curriculum's stages (core.training.curriculum.planned_steps), or None if its tasks
+    cannot be read."""
+    if cfg.devops.curriculum[-1].steps is not None:
+        return sum(stage.steps for stage in cfg.devops.curriculum)
+    try:
+        from core.training.curriculum import planned_steps, training_stages
+
+        return planned_steps(cfg, training_stages(cfg.devops)[0])
+    except Exception as exc:  # as above: the run itself reports a bad source, with its key
+        log.debug("total_steps: curriculum unavailable: %s", exc)
+        return None
+
+
 def total_steps(cfg: TrainingConfig, n_train: int | None = None) -> int | None:
     """The run's optimizer steps: trainer.total_training_steps, else total_epochs x (training tasks // batch size),
     as verl's drop-last data loader counts them. `n_train` is the training split's size when the caller holds it
-    (the trainer); otherwise the built-in tasks are split here. None when the tasks cannot be read."""
+    (the trainer); otherwise the built-in tasks are split here, or devops.curriculum's stages are counted as the
+    torch backend runs them. None when the tasks cannot be read."""
     if cfg.trainer.total_training_steps:
         return cfg.trainer.total_training_steps
+    if cfg.devops.curriculum and n_train is None:
+        return _curriculum_steps(cfg)
     if n_train is None:
         n_train = _train_split_size(cfg)
     if n_train is None:

@@ -48,11 +48,16 @@ def task_row(task, index: int, split: str, system_prompt: str, reward_weights: d
 
 def split_rows(cfg, tasks=None, tasks_file: Path | None = None) -> dict[str, list[dict]]:
     """{"train": rows, "val": rows} for the config's split (devops.tasks with their weights, seed, val_fraction,
-    dedup_threshold, holdout) and per-type reward weights."""
+    dedup_threshold, holdout) and per-type reward weights. A curriculum's stages are written one after the other,
+    each with its weights: verl reads one train.parquet, so its stages are one mix there (docs/training.md)."""
+    from core.training.curriculum import training_stages
     from tasks.prompt import system_prompt
-    from tasks.sources import config_split
 
-    train, val, _ = config_split(cfg.devops, tasks)
+    stages, val, _ = training_stages(cfg.devops, tasks)
+    train = [t for stage in stages for t in stage.tasks]
+    if len(stages) > 1:
+        log.warning("verl reads one train.parquet: the %d curriculum stages are written in order as one mix "
+                    "(stages switch at their steps only on the torch backend)", len(stages))
     if not train:
         raise UserError("tasks: no training tasks; add tasks to the task files (devops.tasks, see docs/tasks.md)")
     if not val:
@@ -78,8 +83,14 @@ def export_parquet(cfg, out_dir: Path, tasks=None) -> dict[str, Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     chosen = load_sources(cfg.devops.tasks) if tasks is None else list(tasks)
+    graded = list(chosen)
+    if cfg.devops.curriculum:  # family instances and task files of the stages, graded from the same table
+        from core.training.curriculum import distinct_tasks, training_stages
+
+        known = {t.id for t in chosen}
+        graded += [t for t in distinct_tasks(training_stages(cfg.devops, chosen)[0]) if t.id not in known]
     weights = cfg.devops.reward_weights
-    table = {t.id: {"task": t.to_dict(), "reward_weights": dict(weights.get(t.type) or {})} for t in chosen}
+    table = {t.id: {"task": t.to_dict(), "reward_weights": dict(weights.get(t.type) or {})} for t in graded}
     write_atomic(out_dir / TASKS_FILE, json.dumps(table, ensure_ascii=False, sort_keys=True))
     written: dict[str, Path] = {"tasks": out_dir / TASKS_FILE}
     for split, rows in split_rows(cfg, chosen, out_dir / TASKS_FILE).items():
@@ -89,6 +100,13 @@ def export_parquet(cfg, out_dir: Path, tasks=None) -> dict[str, Path]:
         written[split] = path
         log.info("wrote %d %s rows to %s", len(rows), split, path)
     return written
+
+
+def row_count(path: Path) -> int:
+    """Rows of a parquet file (from its footer)."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows
 
 
 def prompt_token_lengths(rows: list[dict], tokenizer) -> list[int]:

@@ -149,9 +149,10 @@ def prepare(cfg, *, run_dir, resume: bool, ray_address: str | None) -> Path:
     elif resume:
         run_dir.truncate_metrics_after(step)
         run_dir.event("resumed", step=step, checkpoint=str(run_dir.checkpoints_dir / f"global_step_{step}"))
-    data.export_parquet(cfg, run_dir.path / "data")
+    written = data.export_parquet(cfg, run_dir.path / "data")
     compose.save(composed, verl_dir / CONFIG_NAME)
-    steps = total_steps(cfg)
+    # verl counts epochs over train.parquet, which holds every curriculum stage (data.split_rows)
+    steps = total_steps(cfg, data.row_count(written["train"]) if cfg.devops.curriculum else None)
     if steps is not None:
         run_dir.update_meta(total_steps=steps)
     return verl_dir
