@@ -112,8 +112,8 @@ def test_shell_commands_are_checked_by_program_subcommand_flags_and_fixed_values
     task = _task(desc, reference)
     (criterion,) = derive_rubric(reference, desc)
     patterns = criterion["check"]["shell"]
-    assert patterns == ["kubectl scale deployment web shop --replicas=5 -n",
-                        "kubectl rollout status deployment/web shop -n --timeout"]  # echo and set are glue
+    assert patterns == ["kubectl scale deployment web --replicas=5 -n=shop",
+                        "kubectl rollout status deployment/web -n=shop --timeout"]  # echo and set are glue
     assert _rubric_score(reference, task) == 1.0
     assert _rubric_score(reference.replace("--replicas=5", "--replicas=4"), task) < 1.0
     assert _rubric_score(reference.replace("-n shop", "-n staging", 1), task) < 1.0
@@ -177,3 +177,59 @@ def test_the_worked_example_of_the_docs_is_the_example_file():
     block = re.search(r"````yaml\n(.*?)````", section, re.S).group(1)  # four backticks: it holds a fence
     assert block == EXAMPLE.read_text(encoding="utf-8")
     assert _example().id == "web-deploy"
+
+
+def test_a_name_the_question_fixes_must_stand_whole_and_as_often_as_in_the_reference():
+    desc = "Write an alert for the `cart-api` job: its 5xx ratio over 5 minutes above 2% pages."
+    body = """
+groups:
+  - name: cart-api
+    rules:
+      - alert: CartApiErrors
+        expr: sum(rate(http_requests_total{job="cart-api",code=~"5.."}[5m])) / sum(rate(http_requests_total{job="cart-api"}[5m])) > 0.02
+        labels: {severity: page}
+"""
+    task = _task(desc, _yaml(body), type="observability")
+    reference = task["reference_answer"]
+    assert _rubric_score(reference, task) == 1.0
+    other_job = reference.replace('job="cart-api"', 'job="cart-api-v2"')  # another job that holds the name
+    assert _rubric_score(other_job, task) < 1.0
+    one_of_two = reference.replace('job="cart-api"}', 'job="payments"}')  # the denominator counts another job
+    assert _rubric_score(one_of_two, task) < 1.0
+    assert score(one_of_two, task, validators=False).final_reward < score(reference, task, validators=False).final_reward
+    spaced = reference.replace('{job="cart-api",code', '{ job = "cart-api", code')  # honest spelling differences pass
+    assert _rubric_score(spaced, task) == 1.0
+
+
+def test_a_shell_variable_with_a_fixed_value_is_read_where_it_is_used():
+    desc = "Restart the `orders-api` Deployment in namespace `shop` and wait for the rollout."
+    reference = ("```bash\nNS=shop\nDEPLOY=orders-api\nkubectl -n \"$NS\" rollout restart deployment/$DEPLOY\n"
+                 "kubectl -n \"$NS\" rollout status \"deployment/${DEPLOY}\" --timeout=120s\n```\n")
+    task = _task(desc, reference)
+    (criterion,) = derive_rubric(reference, desc)
+    assert "kubectl rollout restart deployment/orders-api -n=shop" in criterion["check"]["shell"]
+    assert _rubric_score(reference, task) == 1.0
+    written_out = ("```bash\nkubectl rollout restart deployment/orders-api -n shop\n"
+                   "kubectl rollout status deployment/orders-api -n shop --timeout=5m\n```\n")
+    assert _rubric_score(written_out, task) == 1.0  # the same commands without variables
+    for old, new in (("NS=shop", "NS=staging"), ("DEPLOY=orders-api", "DEPLOY=orders-apx")):
+        wrong = reference.replace(old, new)
+        assert score(wrong, task, validators=False).final_reward < score(reference, task, validators=False).final_reward, old
+    # a variable set twice (or in a loop) has no one value: it is left as written
+    twice = reference.replace("NS=shop\n", "NS=shop\nNS=staging\n")
+    assert _rubric_score(twice, task) < 1.0
+
+
+def test_a_short_flag_asked_with_its_value_needs_that_value():
+    from core.rewards.rubric.checks import _has_flag
+
+    assert _has_flag(("kubectl", "get", "pods", "-n", "prod"), "-n=prod")
+    assert _has_flag(("kubectl", "get", "pods", "-n=prod"), "-n=prod")
+    assert _has_flag(("kubectl", "get", "pods", "-nprod"), "-n=prod")
+    assert not _has_flag(("kubectl", "get", "pods", "-n", "staging"), "-n=prod")
+    assert _has_flag(("curl", "-fsSLk", "https://x"), "-k")  # a flag without a value still reads short groups
+    desc = "List the pods of namespace `prod`."
+    reference = "```bash\nkubectl get pods -n=prod\n```\n"
+    task = _task(desc, reference)
+    assert _rubric_score("```bash\nkubectl get pods -n prod\n```\n", task) == 1.0
+    assert _rubric_score("```bash\nkubectl get pods -n staging\n```\n", task) < 1.0

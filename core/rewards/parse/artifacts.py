@@ -13,7 +13,15 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from core.rewards.parse.code_blocks import BlockReport, dockerfile_instructions, yaml_documents
-from core.rewards.parse.commands import Command, _add_command, _yaml_scripts, console_script, parse_shell
+from core.rewards.parse.commands import (
+    Command,
+    _add_command,
+    _yaml_scripts,
+    console_script,
+    fixed_variables,
+    parse_shell,
+    resolve_variables,
+)
 from core.rewards.parse.text import Analysis, tokens
 
 log = logging.getLogger(__name__)
@@ -470,8 +478,9 @@ class Artifacts:
     def commands(self) -> list[Command]:
         out: list[Command] = []
         for source, text, commands, _ in self._parsed_scripts:
+            fixed = fixed_variables(text)  # `NS=prod` then `kubectl -n "$NS"`: the command reads `-n prod`
             for words in commands:
-                _add_command(out, words, source, text, depth=0)
+                _add_command(out, resolve_variables(words, fixed), source, text, depth=0)
         return out
 
     @cached_property

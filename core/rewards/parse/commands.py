@@ -198,6 +198,41 @@ def _frozen(commands: list[list[str]], pipelines: list[list[list[str]]]) -> tupl
             tuple(tuple(tuple(c) for c in p) for p in pipelines if len(p) > 1))
 
 
+# `NS=prod`, `export DEPLOY="orders-api"`: a whole line that gives a variable a fixed value (no `$`, no backtick)
+_FIXED_ASSIGNMENT = re.compile(r"""^\s*(?:export\s+|readonly\s+|local\s+|declare\s+(?:-[A-Za-z]+\s+)?)?([A-Za-z_][A-Za-z0-9_]*)=
+                               ('[^'\n]*'|"[^"$`\\\n]*"|[^\s"'$`;&|()<>\\]+)\s*(?:\#.*)?$""", re.X)
+_ANY_ASSIGNMENT = re.compile(r"(?:^|[\s;&|(])([A-Za-z_][A-Za-z0-9_]*)\+?=|\b(?:for|read(?:\s+-\w+)*|select)\s+([A-Za-z_]\w*)")
+
+
+@lru_cache(maxsize=2048)
+def fixed_variables(script: str) -> tuple[tuple[str, str], ...]:
+    """(name, value) of the script's variables set once, on a line of their own, to a fixed value: what
+    `kubectl -n "$NS"` means after `NS=prod`. A variable set twice, in a loop or by `read` is left alone."""
+    lines = _logical_lines(script)
+    fixed = {}
+    for line in lines:
+        match = _FIXED_ASSIGNMENT.match(line)
+        if match:
+            value = match.group(2)
+            fixed[match.group(1)] = value[1:-1] if value[:1] in "'\"" else value
+    if not fixed:
+        return ()
+    times: dict[str, int] = {}
+    for match in _ANY_ASSIGNMENT.finditer("\n".join(lines)):
+        name = match.group(1) or match.group(2)
+        times[name] = times.get(name, 0) + 1
+    return tuple((name, value) for name, value in fixed.items() if times.get(name) == 1)
+
+
+def resolve_variables(words: tuple[str, ...], fixed: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """The words with `$NAME` and `${NAME}` of the fixed variables replaced by their values."""
+    if not fixed or not any("$" in word for word in words):
+        return words
+    values = dict(fixed)
+    pattern = re.compile(r"\$(?:\{(%s)\}|(%s)(?![A-Za-z0-9_]))" % (("|".join(map(re.escape, values)),) * 2))
+    return tuple(pattern.sub(lambda m: values[m.group(1) or m.group(2)], word) for word in words)
+
+
 def console_script(body: str) -> str:
     """The commands of a console transcript: the `$ ` lines (and their continuations), not the output."""
     lines = body.splitlines()

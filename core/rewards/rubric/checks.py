@@ -149,7 +149,25 @@ def _jmespath_options():
             except exceptions.JMESPathTypeError:
                 return None
 
+        @functions.signature({"types": ["string"]})
+        def _func_names(self, text):
+            return names(text)
+
     return jmespath.Options(custom_functions=TolerantFunctions())
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def names(text: str) -> list[str]:
+    """The whole names in a string, in order (`names(@)` in a query): runs of letters, digits, `.`, `_` and `-`
+    without a trailing dot. `'{job="cart-api-v2"}'` holds `cart-api-v2` and not `cart-api`."""
+    return [name.rstrip(".") for name in _NAME.findall(text)]
+
+
+def jmespath_function_table() -> dict:
+    """The functions a query may call: JMESPath's own and `names`."""
+    return type(_jmespath_options().custom_functions).FUNCTION_TABLE
 
 
 def _search(compiled: Any, doc: Any) -> Any:
@@ -194,8 +212,12 @@ def _has_flag(words: tuple[str, ...], flag: str) -> bool:
             return True
         if value and word == name and at + 1 < len(words) and words[at + 1] == value:
             return True
-        if len(name) == 2 and name[1] != "-" and word[:1] == "-" and word[1:2] != "-" and name[1] in _short_group(word):
-            return True  # -k inside -fsSLk, -z inside -zw3
+        if value and len(name) == 2 and name[1] != "-" and (word == name + value or (
+                word[:1] == "-" and word[1:2] != "-" and name[1] in _short_group(word) and words[at + 1:at + 2] == (value,))):
+            return True  # -nprod, -sS URL
+        if not value and len(name) == 2 and name[1] != "-" and word[:1] == "-" and word[1:2] != "-" \
+                and name[1] in _short_group(word):
+            return True  # -k inside -fsSLk, -z inside -zw3 (a flag asked with its value needs that value)
     return False
 
 

@@ -27,6 +27,7 @@ from core.rewards.rubric.checks import (
     ShellPattern,
     SqlCheck,
     _loose_pattern,
+    jmespath_function_table,
 )
 
 CHECK_KINDS = ("concept", "yaml", "hcl", "sql", "shell", "dockerfile", "pattern", "relation", "run", "forbid")
@@ -155,8 +156,7 @@ def query_warnings(text: str, parsed: Any) -> list[str]:
     `!a.b` (the `!` applies to `a`), a bare CamelCase name compared like a string, an ordering against a
     string, a function that does not exist, is called with the wrong number of arguments or with a literal
     of a type it never accepts."""
-    from jmespath.functions import Functions
-
+    table = jmespath_function_table()
     found: list[str] = []
 
     def walk(node: Any) -> None:
@@ -175,7 +175,7 @@ def query_warnings(text: str, parsed: Any) -> list[str]:
                 found.append(f"`{text}`: <, <=, > and >= compare numbers only; against a string they never hold")
         if kind == "function_expression":
             name = node.get("value")
-            spec = Functions.FUNCTION_TABLE.get(name)
+            spec = table.get(name)
             if spec is None:
                 found.append(f"`{text}`: JMESPath has no function `{name}()`")
             else:

@@ -17,6 +17,7 @@ from typing import Any
 
 from core.errors import UserError
 from core.rewards.parse.text import tokens
+from core.rewards.rubric.checks import names
 
 FREE_MARK = "# *"
 _FREE_MARK = re.compile(r"(?:^|\s)#\s?\*\s*$")
@@ -24,6 +25,7 @@ IDENTITY_WEIGHT = 1.0
 VALUES_WEIGHT = 2.0
 COMMANDS_WEIGHT = 2.0
 MAX_VALUES = 16  # value checks per document
+MAX_NAMES = 3  # names the question writes, checked inside one longer value
 MAX_COMMANDS = 12  # command patterns per shell block
 LONG_VALUE = 400  # a longer string (a script) is not one value the question fixes
 # Shell glue: present in every script, it says nothing about this task.
@@ -34,7 +36,6 @@ SCRIPT_SOURCES = ("shell block", "console block", "Dockerfile RUN")  # and `<doc
 _IDENTITY_KEYS = frozenset({"kind", "apiVersion"})
 _QUESTION_TERM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@=+-]*[A-Za-z0-9]|[A-Za-z0-9]")
 _VALUE_PARTS = re.compile(r"[:/@=,]+")
-_NAME_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a name inside a longer value (an image, a query)
 _SUBCOMMAND = re.compile(r"^[a-z][a-z0-9-]*$")
 _PROGRAM = re.compile(r"^[a-z][a-z0-9._+-]*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -79,34 +80,35 @@ def _name_like(part: str) -> bool:
     return len(part) >= 3 and (bool(re.search(r"[-_\d.]", part)) or len(part) >= 5)
 
 
-def fixed_predicates(leaf_key: str | None, value: Any, desc: str) -> list[tuple[str, str]]:
-    """(JMESPath predicate on `@`, how it reads) for each way the question fixes this value; empty when it does not.
+def fixed_predicates(leaf_key: str | None, value: Any, desc: str) -> list[tuple[str, str, int]]:
+    """(JMESPath predicate on `@`, how it reads, times) for each way the question fixes this value; empty when it
+    does not. `times` is 0 for a predicate on the whole value, else how often a name stands in the value (the
+    predicate then applies to its whole names, `names(@)`).
 
     A number or string the question writes (`3000`, `cart-api`, `Ingress`) must be equal; a name the question
-    writes inside a longer value (`cart-api` in an image) must be contained; a boolean whose key the question
-    names in words (`readOnlyRootFilesystem`: "read-only root filesystem") must be the same boolean."""
+    writes inside a longer value (`cart-api` in an image, twice in a PromQL expression) must stand there as a whole
+    name as often (`cart-api-v2` is another name); a boolean whose key the question names in words
+    (`readOnlyRootFilesystem`: "read-only root filesystem") must be the same boolean."""
     terms = question_terms(desc)
     if isinstance(value, bool):
         words = tokens(_CAMEL.sub(" ", leaf_key or ""))
         if len(words) >= 2 and set(words) <= _question_words(desc):
             literal = "true" if value else "false"
-            return [(f"@ == `{literal}`", literal)]
+            return [(f"@ == `{literal}`", literal, 0)]
         return []
     if isinstance(value, (int, float)):
         text = str(value)
-        return [(f"@ == `{text}` || @ == {_string(text)}", text)] if text.lower() in terms else []
+        return [(f"@ == `{text}` || @ == {_string(text)}", text, 0)] if text.lower() in terms else []
     if not isinstance(value, str):
         return []
     text = value.strip()
     if not text or len(text) > LONG_VALUE:
         return []
     if text.lower() in terms:
-        return [(f"@ == {_string(text)}", repr(text))]
-    found = []
-    for part in dict.fromkeys(p.strip(".") for p in _NAME_PART.findall(text)):
-        if part.lower() in terms and _name_like(part):
-            found.append((f"contains(@, {_string(part)})", f"contains {part!r}"))
-    return found[:2]
+        return [(f"@ == {_string(text)}", repr(text), 0)]
+    within = names(text)
+    return [(f"@ == {_string(part)}", f"has the name {part!r}", within.count(part))
+            for part in dict.fromkeys(within) if part.lower() in terms and _name_like(part)][:MAX_NAMES]
 
 
 def _string(text: str) -> str:
@@ -126,9 +128,12 @@ def _path(path: tuple[str | None, ...]) -> str:
     return out
 
 
-def value_query(path: tuple[str | None, ...], predicate: str, count: int = 1) -> str:
-    """A query that holds when `count` values at `path` meet the predicate (a list path flattens its items)."""
+def value_query(path: tuple[str | None, ...], predicate: str, count: int = 1, within: bool = False) -> str:
+    """A query that holds when `count` values at `path` meet the predicate (a list path flattens its items), or
+    (`within`) `count` of the whole names in the strings there."""
     selected = _path(path) if None in path else f"[{_path(path)}]"
+    if within:
+        selected += " | [].names(@)[]"
     return f"length({selected} | [?{predicate}]) >= `{count}`"
 
 
@@ -304,6 +309,7 @@ def _hcl_criteria(artifacts: Any, desc: str) -> list[dict[str, Any]]:
     return criteria
 
 
+_WHOLE_BEFORE, _WHOLE_AFTER = r"(?<![\w.-])", r"(?![\w-])"  # a whole value: 8080 is not in 18080
 DOCKERFILE_KEPT = ("USER", "EXPOSE", "HEALTHCHECK", "ENTRYPOINT", "CMD", "WORKDIR")
 
 
@@ -324,7 +330,7 @@ def _dockerfile_criteria(artifacts: Any, desc: str) -> list[dict[str, Any]]:
                 assertions.append(word)
             for value in args.split():
                 if _fixed_word(value, desc) and not value.startswith("$"):
-                    assertions.append(f"{word} {re.escape(value)}")
+                    assertions.append(f"{word} {_WHOLE_BEFORE}{re.escape(value)}{_WHOLE_AFTER}")
         assertions = list(dict.fromkeys(assertions))
         if assertions:
             criteria.append({"id": f"dockerfile-{at + 1}", "description": "The answer's Dockerfile builds as the "
@@ -335,15 +341,18 @@ def _dockerfile_criteria(artifacts: Any, desc: str) -> list[dict[str, Any]]:
 
 def _value_queries(leaves: list[tuple[tuple, Any]], desc: str) -> dict[str, str]:
     """query -> how it reads, for the values the question fixes; a value that several items of one list path hold
-    must be held as many times (one of three ports changed is a change)."""
-    counts: dict[tuple[tuple, str], int] = {}
-    reads: dict[tuple[tuple, str], str] = {}
+    must be held as many times (one of three ports changed is a change), and a name as many times as it stands in
+    the strings there."""
+    counts: dict[tuple[tuple, str, bool], int] = {}
+    reads: dict[tuple[tuple, str, bool], str] = {}
     for path, value in leaves:
         key = next((k for k in reversed(path) if k is not None), None)
-        for predicate, text in fixed_predicates(key, value, desc):
-            counts[(path, predicate)] = counts.get((path, predicate), 0) + 1
-            reads.setdefault((path, predicate), f"{_path(path)} {text}")
-    return {value_query(path, predicate, count): reads[(path, predicate)] for (path, predicate), count in counts.items()}
+        for predicate, text, times in fixed_predicates(key, value, desc):
+            slot = (path, predicate, times > 0)
+            counts[slot] = counts.get(slot, 0) + max(1, times)
+            reads.setdefault(slot, f"{_path(path)} {text}")
+    return {value_query(path, predicate, count, within): reads[(path, predicate, within)]
+            for (path, predicate, within), count in counts.items()}
 
 
 def _fixed_word(word: str, desc: str) -> bool:
@@ -371,11 +380,9 @@ def command_pattern(words: tuple[str, ...], desc: str) -> str | None:
             flags.append(word if eq and _fixed_word(value, desc) else name)
             open_flag = None if eq else len(flags) - 1
             continue
-        if open_flag is not None and _fixed_word(word, desc) and not word.startswith("-"):
-            if flags[open_flag].startswith("--"):
-                flags[open_flag] += "=" + word
-            else:
-                parts.append(word)  # a short flag's value: a word in order (`-n prod`)
+        if open_flag is not None and _fixed_word(word, desc) and not word.startswith("-") and \
+                (flags[open_flag].startswith("--") or len(flags[open_flag]) == 2):
+            flags[open_flag] += "=" + word  # `-n prod`: the flag with its value, wherever it stands
         elif _fixed_word(word, desc) or (not seen_flag and len(parts) < 3 and _SUBCOMMAND.match(word)):
             parts.append(word)
         open_flag = None
