@@ -233,3 +233,27 @@ def test_a_short_flag_asked_with_its_value_needs_that_value():
     task = _task(desc, reference)
     assert _rubric_score("```bash\nkubectl get pods -n prod\n```\n", task) == 1.0
     assert _rubric_score("```bash\nkubectl get pods -n staging\n```\n", task) < 1.0
+
+
+def test_a_short_name_the_question_writes_as_code_is_checked_inside_an_expression():
+    desc = "We have `http_requests_total` (labels `service`, `code`). Record the 5xx ratio of the checkout service."
+    body = """
+groups:
+  - name: slo
+    rules:
+      - record: service:errors:ratio5m
+        expr: sum(rate(http_requests_total{service="checkout",code=~"5.."}[5m])) / sum(rate(http_requests_total{service="checkout"}[5m]))
+"""
+    task = _task(desc, _yaml(body), type="observability")
+    reference = task["reference_answer"]
+    assert _rubric_score(reference, task) == 1.0
+    other_label = reference.replace('code=~"5.."', 'status=~"5.."')  # `code` is the label the question names
+    assert score(other_label, task, validators=False).final_reward < score(reference, task, validators=False).final_reward
+
+
+def test_a_name_written_with_its_kind_meets_a_shell_pattern():
+    desc = "Roll back `orders-api` to its previous version."
+    task = _task(desc, "```bash\nkubectl rollout undo deploy orders-api\n```\n")
+    assert derive_rubric(task["reference_answer"], desc)[0]["check"]["shell"] == ["kubectl rollout undo orders-api"]
+    assert _rubric_score("```bash\nkubectl rollout undo deploy/orders-api\n```\n", task) == 1.0
+    assert _rubric_score("```bash\nkubectl rollout undo deploy/orders-api-v2\n```\n", task) < 1.0

@@ -229,11 +229,12 @@ def _short_group(word: str) -> str:
 
 def _has_words(words: tuple[str, ...], wanted: tuple[str, ...]) -> bool:
     """The command is `wanted[0]` and the other wanted words follow in order (flags may sit between); both
-    in lower case (`redis-cli INFO` is `redis-cli info`)."""
+    in lower case (`redis-cli INFO` is `redis-cli info`). A name may be written with its kind (`deploy/web`
+    for `web`)."""
     if not words or words[0].rsplit("/", 1)[-1] != wanted[0]:
         return False
     rest = iter(words[1:])
-    return all(any(w == want for w in rest) for want in wanted[1:])
+    return all(any(w == want or w.endswith("/" + want) for w in rest) for want in wanted[1:])
 
 
 @dataclass

@@ -25,7 +25,7 @@ IDENTITY_WEIGHT = 1.0
 VALUES_WEIGHT = 2.0
 COMMANDS_WEIGHT = 2.0
 MAX_VALUES = 16  # value checks per document
-MAX_NAMES = 3  # names the question writes, checked inside one longer value
+MAX_NAMES = 4  # names the question writes, checked inside one longer value
 MAX_COMMANDS = 12  # command patterns per shell block
 LONG_VALUE = 400  # a longer string (a script) is not one value the question fixes
 # Shell glue: present in every script, it says nothing about this task.
@@ -67,7 +67,7 @@ def question_terms(desc: str) -> frozenset[str]:
         term = match.group(0).lower()
         out.add(term)
         out.update(part for part in _VALUE_PARTS.split(term) if part)
-    return frozenset(out)
+    return frozenset(out | _quoted(desc))
 
 
 @lru_cache(maxsize=256)
@@ -75,9 +75,16 @@ def _question_words(desc: str) -> frozenset[str]:
     return frozenset(tokens(desc))
 
 
-def _name_like(part: str) -> bool:
-    """A part of a value that names something (`cart-api`, `v2`, `payments`), not a common short word."""
-    return len(part) >= 3 and (bool(re.search(r"[-_\d.]", part)) or len(part) >= 5)
+@lru_cache(maxsize=256)
+def _quoted(desc: str) -> frozenset[str]:
+    """What the question writes as code (`code`, `/var`), in lower case: a name however short."""
+    return frozenset(span.strip().lower() for span in re.findall(r"`([^`\n]{2,60})`", desc))
+
+
+def _name_like(part: str, desc: str) -> bool:
+    """A part of a value that names something (`cart-api`, `v2`, `payments`, a `code` the question writes as
+    code), not a common short word."""
+    return (len(part) >= 3 and (bool(re.search(r"[-_\d.]", part)) or len(part) >= 5)) or part.lower() in _quoted(desc)
 
 
 def fixed_predicates(leaf_key: str | None, value: Any, desc: str) -> list[tuple[str, str, int]]:
@@ -108,7 +115,7 @@ def fixed_predicates(leaf_key: str | None, value: Any, desc: str) -> list[tuple[
         return [(f"@ == {_string(text)}", repr(text), 0)]
     within = names(text)
     return [(f"@ == {_string(part)}", f"has the name {part!r}", within.count(part))
-            for part in dict.fromkeys(within) if part.lower() in terms and _name_like(part)][:MAX_NAMES]
+            for part in dict.fromkeys(within) if part.lower() in terms and _name_like(part, desc)][:MAX_NAMES]
 
 
 def _string(text: str) -> str:
@@ -357,7 +364,7 @@ def _value_queries(leaves: list[tuple[tuple, Any]], desc: str) -> dict[str, str]
 
 def _fixed_word(word: str, desc: str) -> bool:
     terms = question_terms(desc)
-    return word.lower() in terms or any(p.lower() in terms and _name_like(p) for p in _VALUE_PARTS.split(word) if p)
+    return word.lower() in terms or any(p.lower() in terms and _name_like(p, desc) for p in _VALUE_PARTS.split(word) if p)
 
 
 def command_pattern(words: tuple[str, ...], desc: str) -> str | None:
@@ -395,10 +402,11 @@ def _shell_criteria(artifacts: Any, desc: str) -> list[dict[str, Any]]:
         if not command.source.startswith(SCRIPT_SOURCES) and not command.source.endswith(" script"):
             continue  # inline commands in prose are examples, not the artifact
         pattern = command_pattern(command.words, desc)
-        if pattern is not None:
-            by_source.setdefault(command.source, [])
-            if pattern not in by_source[command.source]:
-                by_source[command.source].append(pattern)
+        if pattern is None:
+            continue
+        patterns = by_source.setdefault(command.source, [])
+        if pattern not in patterns:
+            patterns.append(pattern)
     criteria = []
     for source, patterns in by_source.items():
         programs = list(dict.fromkeys(p.split()[0] for p in patterns))
