@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -151,8 +152,6 @@ def _server() -> _Server:
 
 def _template(server: _Server, setup: str) -> str:
     """The template database holding the scenario's setup, made once per server."""
-    import hashlib
-
     name = "tpl_" + hashlib.sha256(setup.encode()).hexdigest()[:16]
     if name not in _STATE["templates"]:
         server.admin(f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name} OWNER {OWNER}")
