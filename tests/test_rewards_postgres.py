@@ -137,7 +137,7 @@ def test_a_query_that_never_ends_is_cancelled_and_the_next_answer_runs():
     hung = run_engine("postgres", "SET statement_timeout = 0;\nSELECT pg_sleep(100);", {**SCENARIO, "timeout": 3})
     assert not hung.passed and hung.evidence[0].startswith("timed out after")
     assert time.monotonic() - started < 15
-    assert run_engine("postgres", EXPAND, SCENARIO).passed  # the killed session's database was dropped
+    assert run_engine("postgres", EXPAND, SCENARIO).passed  # the next run drops the killed session's copy
 
 
 def test_without_postgres_its_criteria_score_zero_and_say_what_to_install(monkeypatch):

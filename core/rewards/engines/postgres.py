@@ -82,12 +82,12 @@ class _Server:
         return self.root / "socket"
 
     def psql(self, database: str, sql: str | Sequence[str], timeout: float, *, user: str = "postgres",
-             options: str = "") -> Finished:
+             stop: bool = True, options: str = "") -> Finished:
         """One psql session (not sandboxed: administrative statements and the task's own SQL); each string of a
         list is a transaction of its own (DROP DATABASE runs in none)."""
         commands = [sql] if isinstance(sql, str) else list(sql)
         argv = [f"{self.bindir}/psql", "-X", "-q", "-A", "-t", "-h", str(self.socket), "-U", user, "-d", database,
-                "-v", "ON_ERROR_STOP=1"] + [arg for command in commands for arg in ("-c", command)]
+                "-v", f"ON_ERROR_STOP={int(stop)}"] + [arg for command in commands for arg in ("-c", command)]
         env = {"PATH": "/usr/bin:/bin", "PGOPTIONS": options, "PGCONNECT_TIMEOUT": "5"}
         return run_bounded(argv, timeout, env=env)
 
@@ -136,7 +136,7 @@ def _start(bindir: str) -> _Server:
 
 
 _LOCK = threading.Lock()
-_STATE: dict[str, Any] = {"server": None, "templates": set()}
+_STATE: dict[str, Any] = {"server": None, "templates": set(), "copies": set()}
 
 
 def _server() -> _Server:
@@ -146,7 +146,7 @@ def _server() -> _Server:
         bindir = _bindir()
         if bindir is None:
             raise PostgresError("PostgreSQL's server programs are not installed")
-        _STATE.update(server=_start(bindir), templates=set())
+        _STATE.update(server=_start(bindir), templates=set(), copies=set())
     return _STATE["server"]
 
 
@@ -245,12 +245,13 @@ class Postgres:
             server = _server()
             template = _template(server, scenario.get("setup", ""))
             database = scenario.get("database", OWNER)
-            server.admin(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)",
+            # the previous answer's copy is dropped here, in the same psql as the new one is made (one process less)
+            left = sorted(_STATE["copies"] | {database})
+            server.admin(*[f"DROP DATABASE IF EXISTS {name} WITH (FORCE)" for name in left],
+                         f"ALTER ROLE {OWNER} RESET ALL",
                          f"CREATE DATABASE {database} TEMPLATE {template} OWNER {OWNER}")
-            try:
-                return _judge(server, database, artifact, scenario, deadline, timeout)
-            finally:
-                server.admin(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)", f"ALTER ROLE {OWNER} RESET ALL")
+            _STATE["copies"] = {database}
+            return _judge(server, database, artifact, scenario, deadline, timeout)
 
 
 def _left(deadline: float) -> float:
@@ -285,22 +286,34 @@ def _judge(server: _Server, database: str, artifact: str, scenario: Mapping[str,
             return EngineResult(False, tuple(evidence + [f"{attempt}: NO, psql stops at: {first[:240]}"]))
         evidence.append(f"{attempt}: OK" if not errors else
                         f"{attempt}: with {len(errors)} error(s), continued (first: {errors[0][:160]})")
-    for case in scenario.get("cases", []):
-        ok, line = _case(server, database, case, deadline, timeout)
+    for case, (ok, line) in zip(scenario.get("cases", []), _cases(server, database, scenario.get("cases", []),
+                                                                 deadline, timeout)):
         passed &= ok
         evidence.append(f"{case['name']}: {line}")
     return EngineResult(passed, tuple(evidence))
 
 
-def _case(server: _Server, database: str, case: Mapping[str, Any], deadline: float,
-          timeout: float) -> tuple[bool, str]:
-    finished = server.psql(database, case["sql"], _left(deadline), user=OWNER,
+def _cases(server: _Server, database: str, cases: Sequence[Mapping[str, Any]], deadline: float,
+           timeout: float) -> list[tuple[bool, str]]:
+    """Every case's query in order in one psql session, each after a marker line; an error fails its case only."""
+    if not cases:
+        return []
+    commands = [part for index, case in enumerate(cases) for part in (f"\\echo @@case {index}", case["sql"])]
+    finished = server.psql(database, commands, _left(deadline), user=OWNER, stop=False,
                            options=f"-c statement_timeout={int(timeout * STATEMENT_SHARE * 1000)}")
-    if finished.returncode != 0 or _errors(finished.output):
-        errors = _errors(finished.output)
-        return False, "ERROR: " + (errors[0] if errors else finished.output.strip())[:240]
-    rows = [line for line in finished.output.splitlines() if line.strip() and not _MESSAGE.match(line)]
-    return _rows_match(rows, case["rows"])
+    parts = re.split(r"^@@case (\d+)$", finished.output, flags=re.M)
+    replies = {int(parts[i]): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+    results = []
+    for index, case in enumerate(cases):
+        reply = replies.get(index)
+        if reply is None:
+            results.append((False, "not run: " + (finished.output.strip().splitlines() or ["no output"])[-1][:200]))
+        elif _errors(reply):
+            results.append((False, "ERROR: " + _errors(reply)[0][:240]))
+        else:
+            rows = [line for line in reply.splitlines() if line.strip() and not _MESSAGE.match(line)]
+            results.append(_rows_match(rows, case["rows"]))
+    return results
 
 
 def _rows_match(got: Sequence[str], expected: Sequence[str]) -> tuple[bool, str]:
