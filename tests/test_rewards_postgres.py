@@ -132,11 +132,11 @@ def test_the_migration_runs_without_superuser_powers_or_the_host():
 @needs_postgres
 def test_a_query_that_never_ends_is_cancelled_and_the_next_answer_runs():
     started = time.monotonic()
-    slow = run_engine("postgres", "SELECT pg_sleep(100);", {**SCENARIO, "timeout": 3})
+    slow = run_engine("postgres", "SELECT pg_sleep(100);", {**SCENARIO, "timeout": 4})
     assert not slow.passed and "canceling statement due to statement timeout" in slow.evidence[0]
-    hung = run_engine("postgres", "SET statement_timeout = 0;\nSELECT pg_sleep(100);", {**SCENARIO, "timeout": 3})
+    hung = run_engine("postgres", "SET statement_timeout = 0;\nSELECT pg_sleep(100);", {**SCENARIO, "timeout": 4})
     assert not hung.passed and hung.evidence[0].startswith("timed out after")
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 20
     assert run_engine("postgres", EXPAND, SCENARIO).passed  # the next run drops the killed session's copy
 
 

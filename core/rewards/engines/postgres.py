@@ -240,7 +240,6 @@ class Postgres:
         return Artifact("\n;\n".join(b.body for b in blocks), tuple(blocks))
 
     def run(self, artifact: str, scenario: Mapping[str, Any], timeout: float) -> EngineResult:
-        deadline = time.monotonic() + timeout
         with _LOCK:
             server = _server()
             template = _template(server, scenario.get("setup", ""))
@@ -251,7 +250,8 @@ class Postgres:
                          f"ALTER ROLE {OWNER} RESET ALL",
                          f"CREATE DATABASE {database} TEMPLATE {template} OWNER {OWNER}")
             _STATE["copies"] = {database}
-            return _judge(server, database, artifact, scenario, deadline, timeout)
+            deadline = time.monotonic() + timeout  # the answer's time starts with its copy, not the server's start
+            return _judge(server, database, artifact, scenario, deadline)
 
 
 def _left(deadline: float) -> float:
@@ -261,25 +261,28 @@ def _left(deadline: float) -> float:
     return left
 
 
-def _apply(server: _Server, database: str, artifact: str, stop: bool, deadline: float, timeout: float) -> Finished:
+def _statement_timeout(deadline: float) -> str:
+    return f"-c statement_timeout={int(_left(deadline) * STATEMENT_SHARE * 1000)}"
+
+
+def _apply(server: _Server, database: str, artifact: str, stop: bool, deadline: float) -> Finished:
     """The migration with psql in the sandbox, as the owner of the copy, under a statement timeout."""
     with tempfile.TemporaryDirectory(prefix="devops-rl-sql-") as tmp:
         Path(tmp).chmod(0o755)
         script = Path(tmp, "migration.sql")
         script.write_text(artifact)
         script.chmod(0o644)
-        env = {"PATH": "/usr/bin:/bin", "PGOPTIONS": f"-c statement_timeout={int(timeout * STATEMENT_SHARE * 1000)}"}
+        env = {"PATH": "/usr/bin:/bin", "PGOPTIONS": _statement_timeout(deadline)}
         command = [f"{server.bindir}/psql", "-X", "-q", "-h", "/run/pg", "-U", OWNER, "-d", database,
                    "-v", f"ON_ERROR_STOP={int(stop)}", "-f", "/task/migration.sql"]
         return run_sandboxed([(str(server.socket), "/run/pg"), (tmp, "/task")], env, command, _left(deadline))
 
 
-def _judge(server: _Server, database: str, artifact: str, scenario: Mapping[str, Any], deadline: float,
-           timeout: float) -> EngineResult:
+def _judge(server: _Server, database: str, artifact: str, scenario: Mapping[str, Any], deadline: float) -> EngineResult:
     stop = scenario.get("on_error", "stop") == "stop"
     evidence, passed = [], True
     for attempt in ("applies", "applies twice")[:2 if scenario.get("twice") else 1]:
-        finished = _apply(server, database, artifact, stop, deadline, timeout)
+        finished = _apply(server, database, artifact, stop, deadline)
         errors = _errors(finished.output)
         if stop and (finished.returncode != 0 or errors):
             first = errors[0] if errors else finished.output.strip()[-200:] or f"psql exit {finished.returncode}"
@@ -287,20 +290,20 @@ def _judge(server: _Server, database: str, artifact: str, scenario: Mapping[str,
         evidence.append(f"{attempt}: OK" if not errors else
                         f"{attempt}: with {len(errors)} error(s), continued (first: {errors[0][:160]})")
     for case, (ok, line) in zip(scenario.get("cases", []), _cases(server, database, scenario.get("cases", []),
-                                                                 deadline, timeout)):
+                                                                 deadline)):
         passed &= ok
         evidence.append(f"{case['name']}: {line}")
     return EngineResult(passed, tuple(evidence))
 
 
-def _cases(server: _Server, database: str, cases: Sequence[Mapping[str, Any]], deadline: float,
-           timeout: float) -> list[tuple[bool, str]]:
+def _cases(server: _Server, database: str, cases: Sequence[Mapping[str, Any]],
+           deadline: float) -> list[tuple[bool, str]]:
     """Every case's query in order in one psql session, each after a marker line; an error fails its case only."""
     if not cases:
         return []
     commands = [part for index, case in enumerate(cases) for part in (f"\\echo @@case {index}", case["sql"])]
     finished = server.psql(database, commands, _left(deadline), user=OWNER, stop=False,
-                           options=f"-c statement_timeout={int(timeout * STATEMENT_SHARE * 1000)}")
+                           options=_statement_timeout(deadline))
     parts = re.split(r"^@@case (\d+)$", finished.output, flags=re.M)
     replies = {int(parts[i]): parts[i + 1] for i in range(1, len(parts) - 1, 2)}
     results = []
