@@ -169,3 +169,23 @@ def test_a_broken_server_fails_only_its_check(monkeypatch):
     assert not result.passed
     assert result.evidence == ("engine postgres crashed: PostgresError: the server did not start: FATAL: could not "
                                "create shared memory segment",)
+
+
+@needs_postgres
+def test_a_killed_process_leaves_no_server_running_and_its_folder_is_swept():
+    import os
+    import subprocess
+    from pathlib import Path
+
+    code = ("import os, signal\nfrom core.rewards.engines import postgres as P\ns = P._server()\n"
+            "print(s.root, s.process.pid, flush=True)\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    killed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            cwd=str(Path(__file__).resolve().parents[1]))
+    root, postmaster = killed.stdout.split()
+    for _ in range(100):
+        if not Path(f"/proc/{postmaster}").exists() or "zombie" in Path(f"/proc/{postmaster}/status").read_text():
+            break
+        time.sleep(0.1)
+    assert not Path(f"/proc/{postmaster}/cmdline").exists() or not Path(f"/proc/{postmaster}/cmdline").read_text()
+    POSTGRES._sweep()
+    assert not os.path.exists(root)

@@ -13,8 +13,11 @@ import atexit
 import glob
 import hashlib
 import os
+import pwd
 import re
 import shutil
+import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -54,11 +57,22 @@ def _bindir() -> str | None:
     return folder if all(os.access(os.path.join(folder, t), os.X_OK) for t in ("initdb", "psql")) else None
 
 
-def _as_server_user() -> list[str]:
-    """PostgreSQL refuses to run as root: when root, its programs run as nobody."""
+def _server_ids() -> tuple[int, int]:
+    """Who the server runs as when this process is root (PostgreSQL refuses root): the `postgres` system user that
+    Debian's package makes, else nobody (whose process limit the sandboxed scripts then share)."""
+    try:
+        entry = pwd.getpwnam("postgres")
+        return entry.pw_uid, entry.pw_gid
+    except KeyError:
+        return NOBODY, NOBODY
+
+
+def _as_server_user(*options: str) -> list[str]:
+    """setpriv with `options` (when setpriv is there) and, when root, the server's user; else nothing."""
     if os.geteuid() == 0:
-        return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    return []
+        uid, gid = _server_ids()
+        return ["setpriv", *options, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+    return ["setpriv", *options] if options and shutil.which("setpriv") else []
 
 
 class PostgresError(RuntimeError):
@@ -71,7 +85,8 @@ class _Server:
 
     bindir: str
     root: Path
-    pid: int
+    pid: int  # the process that owns it (a forked child starts its own)
+    process: Any = None  # the postmaster, our child: it gets SIGINT (fast shutdown) when we die, even by SIGKILL
 
     @property
     def data(self) -> Path:
@@ -97,19 +112,44 @@ class _Server:
             raise PostgresError(f"{'; '.join(sql)[:80]!r}: {finished.output.strip()[:200]}")
         return finished.output
 
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def stop(self) -> None:
         if self.pid == os.getpid():
-            run_bounded(_as_server_user() + [f"{self.bindir}/pg_ctl", "-D", str(self.data), "-m", "immediate",
-                                             "-w", "stop"], 30)
+            if self.alive():
+                self.process.send_signal(signal.SIGINT)
+                try:
+                    self.process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait()
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+PREFIX = "devops-rl-postgres-"
+
+
+def _sweep() -> None:
+    """Remove the folders of servers whose process is gone (killed without running its exit handlers)."""
+    for folder in Path(tempfile.gettempdir()).glob(PREFIX + "*"):
+        try:
+            owner = int((folder / "owner").read_text())
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except (OSError, ValueError):  # not ours to judge, or still being made
+            continue
+
+
 def _start(bindir: str) -> _Server:
-    root = Path(tempfile.mkdtemp(prefix="devops-rl-postgres-"))
+    _sweep()
+    root = Path(tempfile.mkdtemp(prefix=PREFIX))
+    (root / "owner").write_text(str(os.getpid()))
     (root / "socket").mkdir()
     if os.geteuid() == 0:
         for path in (root, root / "socket"):
-            os.chown(path, NOBODY, NOBODY)
+            os.chown(path, *_server_ids())
     root.chmod(0o700 if os.geteuid() != 0 else 0o711)
     (root / "socket").chmod(0o755)
     server = _Server(bindir, root, os.getpid())
@@ -119,17 +159,25 @@ def _start(bindir: str) -> _Server:
     if made.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
         raise PostgresError("initdb failed: " + made.output.strip()[-300:])
-    settings = {"listen_addresses": "''", "unix_socket_directories": f"'{server.socket}'", "fsync": "off",
+    settings = {"listen_addresses": "", "unix_socket_directories": str(server.socket), "fsync": "off",
                 "synchronous_commit": "off", "full_page_writes": "off", "shared_buffers": "32MB",
-                "max_connections": "30", "client_connection_check_interval": "1000", "logging_collector": "off"}
-    options = " ".join(f"-c {k}={v}" for k, v in settings.items())
-    started = run_bounded(prefix + [f"{bindir}/pg_ctl", "-D", str(server.data), "-l", str(server.data / "server.log"),
-                                    "-w", "-t", "60", "-o", options, "start"], 90)
-    if started.returncode != 0:
-        log = (server.data / "server.log").read_text(errors="replace") if (server.data / "server.log").exists() else ""
-        shutil.rmtree(root, ignore_errors=True)
-        raise PostgresError("the server did not start: " + (log or started.output).strip()[-300:])
+                "max_connections": "30", "client_connection_check_interval": "1000"}
+    options = [arg for key, value in settings.items() for arg in ("-c", f"{key}={value}")]
+    with open(root / "server.log", "wb") as log:
+        server.process = subprocess.Popen(
+            _as_server_user("--pdeathsig", "INT") + [f"{bindir}/postgres", "-D", str(server.data), *options],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     atexit.register(server.stop)
+    for _ in range(600):
+        if not server.alive():
+            break
+        if server.psql("postgres", "SELECT 1", 10).returncode == 0:
+            break
+        time.sleep(0.05)
+    if not server.alive():
+        text = (root / "server.log").read_text(errors="replace")
+        server.stop()
+        raise PostgresError("the server did not start: " + text.strip()[-300:])
     server.admin(f"CREATE ROLE {OWNER} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB",
                  "REVOKE CONNECT ON DATABASE postgres, template1 FROM PUBLIC")
     return server
@@ -142,7 +190,9 @@ _STATE: dict[str, Any] = {"server": None, "templates": set(), "copies": set()}
 def _server() -> _Server:
     """The warm server of this process (a forked child starts its own)."""
     server = _STATE["server"]
-    if server is None or server.pid != os.getpid():
+    if server is None or server.pid != os.getpid() or not server.alive():
+        if server is not None:
+            server.stop()  # a server that died (its creating thread ended, or it crashed): its folder goes
         bindir = _bindir()
         if bindir is None:
             raise PostgresError("PostgreSQL's server programs are not installed")
