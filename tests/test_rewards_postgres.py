@@ -189,3 +189,9 @@ def test_a_killed_process_leaves_no_server_running_and_its_folder_is_swept():
     assert not Path(f"/proc/{postmaster}/cmdline").exists() or not Path(f"/proc/{postmaster}/cmdline").read_text()
     POSTGRES._sweep()
     assert not os.path.exists(root)
+
+
+@needs_postgres
+def test_the_migration_cannot_reconnect_as_the_superuser():
+    result = run_engine("postgres", EXPAND + "\\c - postgres\nCOPY users TO PROGRAM 'true';\n", SCENARIO)
+    assert not result.passed and "no password supplied" in result.evidence[0], result.evidence

@@ -4,7 +4,8 @@ then the scenario's queries assert facts: the column exists, the trigger keeps t
 One warm server per process (initdb into a temporary folder, a unix socket only, no TCP), a template database per
 scenario `setup`, a fresh copy per answer (CREATE DATABASE ... TEMPLATE, https://www.postgresql.org/docs/15/manage-ag-templatedbs.html).
 The migration runs as `app`, the owner of the copy and nothing more (no superuser, no CREATEROLE, so no COPY ...
-PROGRAM or file access), from psql inside the sandbox (psql's `\\!` stays in it); runs are one at a time.
+PROGRAM or file access; the superuser needs a password only this process knows), from psql inside the sandbox
+(psql's `\\!` stays in it); runs are one at a time.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import hashlib
 import os
 import pwd
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -87,6 +89,7 @@ class _Server:
     root: Path
     pid: int  # the process that owns it (a forked child starts its own)
     process: Any = None  # the postmaster, our child: it gets SIGINT (fast shutdown) when we die, even by SIGKILL
+    password: str = ""  # the superuser's, known to this process only: the answer's psql may not `\c - postgres`
 
     @property
     def data(self) -> Path:
@@ -101,9 +104,11 @@ class _Server:
         """One psql session (not sandboxed: administrative statements and the task's own SQL); each string of a
         list is a transaction of its own (DROP DATABASE runs in none)."""
         commands = [sql] if isinstance(sql, str) else list(sql)
-        argv = [f"{self.bindir}/psql", "-X", "-q", "-A", "-t", "-h", str(self.socket), "-U", user, "-d", database,
+        argv = [f"{self.bindir}/psql", "-X", "-w", "-q", "-A", "-t", "-h", str(self.socket), "-U", user, "-d", database,
                 "-v", f"ON_ERROR_STOP={int(stop)}"] + [arg for command in commands for arg in ("-c", command)]
         env = {"PATH": "/usr/bin:/bin", "PGOPTIONS": options, "PGCONNECT_TIMEOUT": "5"}
+        if user == "postgres":
+            env["PGPASSWORD"] = self.password
         return run_bounded(argv, timeout, env=env)
 
     def admin(self, *sql: str, database: str = "postgres") -> str:
@@ -154,11 +159,19 @@ def _start(bindir: str) -> _Server:
     (root / "socket").chmod(0o755)
     server = _Server(bindir, root, os.getpid())
     prefix = _as_server_user()
-    made = run_bounded(prefix + [f"{bindir}/initdb", "-D", str(server.data), "-U", "postgres", "--auth=trust",
-                                 "--locale=C", "--encoding=UTF8", "--no-sync", "--no-instructions"], 120)
+    server.password = secrets.token_hex(16)
+    (root / "pw").write_text(server.password)
+    if os.geteuid() == 0:
+        os.chown(root / "pw", *_server_ids())
+    made = run_bounded(prefix + [f"{bindir}/initdb", "-D", str(server.data), "-U", "postgres", f"--pwfile={root}/pw",
+                                 "--auth-local=scram-sha-256", "--locale=C", "--encoding=UTF8", "--no-sync",
+                                 "--no-instructions"], 120)
+    (root / "pw").unlink()
     if made.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
         raise PostgresError("initdb failed: " + made.output.strip()[-300:])
+    # the owner role needs no password; the superuser does (the sandbox reaches the same socket)
+    (server.data / "pg_hba.conf").write_text(f"local all {OWNER} trust\nlocal all all scram-sha-256\n")
     settings = {"listen_addresses": "", "unix_socket_directories": str(server.socket), "fsync": "off",
                 "synchronous_commit": "off", "full_page_writes": "off", "shared_buffers": "32MB",
                 "max_connections": "30", "client_connection_check_interval": "1000"}
@@ -323,7 +336,7 @@ def _apply(server: _Server, database: str, artifact: str, stop: bool, deadline: 
         script.write_text(artifact)
         script.chmod(0o644)
         env = {"PATH": "/usr/bin:/bin", "PGOPTIONS": _statement_timeout(deadline)}
-        command = [f"{server.bindir}/psql", "-X", "-q", "-h", "/run/pg", "-U", OWNER, "-d", database,
+        command = [f"{server.bindir}/psql", "-X", "-w", "-q", "-h", "/run/pg", "-U", OWNER, "-d", database,
                    "-v", f"ON_ERROR_STOP={int(stop)}", "-f", "/task/migration.sql"]
         return run_sandboxed([(str(server.socket), "/run/pg"), (tmp, "/task")], env, command, _left(deadline))
 
