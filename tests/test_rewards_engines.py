@@ -154,7 +154,7 @@ def test_results_are_cached_by_engine_artifact_and_scenario(monkeypatch):
 # ---------------------------------------------------------------- the rubric's run: kind
 
 @pytest.mark.parametrize(("spec", "fragment"), [
-    ({"run": {"engine": "promtol"}}, "unknown engine 'promtol' (one of nginx, promtool, shell); did you mean 'promtool'"),
+    ({"run": {"engine": "promtol"}}, "unknown engine 'promtol' (one of nginx, postgres, promtool, shell); did you mean 'promtool'"),
     ({"run": "promtool"}, "run takes a mapping with 'engine'"),
     ({"run": {"engine": "promtool", "alert": "X", "cases": [{"name": "a", "series": []}]}}, "either 'fires_within'"),
     ({"run": {"engine": "promtool", "alert": "X(", "cases": []}}, "not a valid regular expression"),
