@@ -288,12 +288,12 @@ def _hostile(script: str, expect: dict, timeout: float = 5) -> EngineResult:
 
 
 def _left_behind(marker: str) -> list[str]:
-    """Processes of nobody still running the marked command once the sandbox's PID namespace has been torn down
-    (other sandboxes may run as nobody at the same time, so only the marker counts)."""
+    """Processes still running the marked command once the sandbox's PID namespace has been torn down (each
+    sandbox runs as a user of its own, so every process is searched; only the marker counts)."""
     import time
 
     for _ in range(50):  # the kernel kills a dead namespace's processes asynchronously: wait up to ~5 s
-        found = [line for line in subprocess.run(["ps", "-u", str(sandbox.NOBODY), "-o", "args="], capture_output=True,
+        found = [line for line in subprocess.run(["ps", "-e", "-o", "args="], capture_output=True,
                                                  text=True).stdout.splitlines() if marker in line]
         if not found:
             break

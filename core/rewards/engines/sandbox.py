@@ -1,9 +1,11 @@
 """The sandbox an answer's script runs in: bubblewrap with every namespace unshared (no network), a private
-tmpfs, the system's /usr read-only, as nobody with CPU, process, file-size and memory limits; never unsandboxed.
+tmpfs, the system's /usr read-only, as an unprivileged user of its own (as root) with CPU, process, file-size and
+memory limits; never unsandboxed.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -14,6 +16,11 @@ from functools import lru_cache
 from core.rewards.engines.base import Finished, run_bounded
 
 NOBODY = 65534
+# As root each sandbox runs as a user id of its own from this range, unused by any account: the kernel counts the
+# process limit (RLIMIT_NPROC) and user namespaces per user, so sandboxes sharing nobody refused each other's forks
+# and namespaces (`bwrap: Can't fork`, EAGAIN) while one hit its limit, e.g. the safety suite's fork bomb.
+SANDBOX_UIDS = range(1_900_000_000, 1_900_000_000 + 65_536)
+_runs = itertools.count()
 LIMITS = {"nproc": 64, "cpu": 5, "fsize": 1 << 20, "as": 1 << 30}  # processes, CPU s, bytes per file, bytes
 
 
@@ -44,11 +51,19 @@ def _system_binds() -> list[str]:
     return args
 
 
+def sandbox_uid() -> int:
+    """A user id for the next sandbox: this process's runs walk the range from a point set by its pid, so
+    concurrent sandboxes (of this process or another) almost never share one."""
+    return SANDBOX_UIDS[(os.getpid() * 7919 + next(_runs)) % len(SANDBOX_UIDS)]
+
+
 def _prefix() -> list[str]:
-    """Drop to nobody (RLIMIT_NPROC does not bind root) and set the limits; bwrap then needs user namespaces."""
+    """Drop to a user of its own (RLIMIT_NPROC does not bind root) and set the limits; bwrap then needs user
+    namespaces."""
     limits = [f"--{name}={value}" for name, value in LIMITS.items()]
     if os.geteuid() == 0:
-        return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "prlimit", *limits, "--"]
+        uid = sandbox_uid()
+        return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "prlimit", *limits, "--"]
     return ["prlimit", *limits, "--"]
 
 
