@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -342,6 +343,23 @@ def test_safety_a_fork_bomb_is_limited_and_leaves_nothing_behind():
     assert not counted.passed
     assert counted.evidence == ("timed out after 5s (killed)",) or "hostile: output has no /running 300/" in counted.evidence
     assert _left_behind(f"sleep {marker}") == []
+
+
+@needs_sandbox
+def test_a_fork_bomb_at_its_limit_does_not_starve_another_answers_sandbox():
+    """The process limit binds one sandbox: an honest script running while another answer's fork bomb holds all of
+    its 64 processes still forks and passes (with one shared user it failed: `bwrap: Can't fork`, scored 0)."""
+    import threading
+
+    bomb = threading.Thread(target=_hostile, args=("bomb() { bomb | bomb & }; bomb; sleep 30\n", {"exit": 0}, 8))
+    bomb.start()
+    try:
+        time.sleep(1.0)  # the bomb is at its limit well within a second, and stays there until its 8 s timeout
+        honest = _hostile("for i in 1 2 3 4 5 6 7 8; do (echo \"child $i\") & done; wait; echo done\n",
+                          {"exit": 0, "output": "done"}, timeout=4)
+    finally:
+        bomb.join()
+    assert honest.passed, honest.evidence
 
 
 @needs_sandbox
