@@ -13,7 +13,7 @@ import signal
 import subprocess
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -184,6 +184,30 @@ def run_engine(name: str, artifact: str, scenario: Mapping[str, Any]) -> EngineR
         return EngineResult(False, (f"engine {name} crashed: {type(exc).__name__}: {str(exc)[:200]}",))
     CACHE.put(key, result)
     return result
+
+
+def unknown_keys(mapping: Mapping[str, Any], allowed: Iterable[str], where: str = "") -> list[str]:
+    """One problem per key of `mapping` that is not `allowed`, each prefixed by `where` (e.g. "cases[0]: ")."""
+    allowed = set(allowed)
+    return [f"{where}unknown key '{k}' (allowed: {', '.join(sorted(allowed))})" for k in mapping if k not in allowed]
+
+
+def named_list_problems(items: list, field: str, noun: str, allowed: Iterable[str],
+                        check: Callable[[Mapping[str, Any], str], list[str]]) -> list[str]:
+    """The problems of a scenario's list of named entries (`cases`, `requests`): each a mapping of `allowed` keys
+    with a name of its own, then `check(entry, "field[i]")` on each."""
+    allowed = set(allowed)
+    problems = []
+    names = [item.get("name") for item in items if isinstance(item, Mapping)]
+    if len(set(names)) != len(names):
+        problems.append(f"each {noun} needs its own name")
+    for index, item in enumerate(items):
+        where = f"{field}[{index}]"
+        if not isinstance(item, Mapping):
+            problems.append(f"{where}: a mapping of {', '.join(sorted(allowed))}")
+            continue
+        problems += unknown_keys(item, allowed, f"{where}: ") + check(item, where)
+    return problems
 
 
 def timeout_problems(scenario: Mapping[str, Any]) -> list[str]:

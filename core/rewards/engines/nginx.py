@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.rewards.engines.base import Artifact, EngineResult, register, timeout_problems
+from core.rewards.engines.base import (
+    Artifact,
+    EngineResult,
+    named_list_problems,
+    register,
+    timeout_problems,
+    unknown_keys,
+)
 from core.rewards.engines.sandbox import run_sandboxed, sandbox_missing
 
 SCENARIO_KEYS = {"engine", "upstreams", "requests", "timeout"}
@@ -108,19 +115,14 @@ class Nginx:
         return sandbox_missing()
 
     def scenario_problems(self, scenario: Mapping[str, Any]) -> list[str]:
-        problems = [f"unknown key '{k}' (allowed: {', '.join(sorted(SCENARIO_KEYS))})" for k in scenario
-                    if k not in SCENARIO_KEYS]
+        problems = unknown_keys(scenario, SCENARIO_KEYS)
         upstreams = scenario.get("upstreams", [])
         if not isinstance(upstreams, list) or not all(isinstance(u, str) and _UPSTREAM.match(u) for u in upstreams):
             problems.append("'upstreams' lists the stub backends as 127.0.0.1:PORT (what proxy_pass names)")
         requests = scenario.get("requests")
         if not isinstance(requests, list) or not requests:
             return problems + ["'requests' is a list of {name, url, expect: {status, headers, body}}"]
-        names = [r.get("name") for r in requests if isinstance(r, Mapping)]
-        if len(set(names)) != len(names):
-            problems.append("each request needs its own name")
-        for index, request in enumerate(requests):
-            problems += _request_problems(request, f"requests[{index}]")
+        problems += named_list_problems(requests, "requests", "request", REQUEST_KEYS, _request_problems)
         return problems + timeout_problems(scenario)
 
     def artifact(self, artifacts: Any, scenario: Mapping[str, Any]) -> Artifact | None:
@@ -148,11 +150,8 @@ class Nginx:
         return _judge(scenario["requests"], finished.returncode, finished.output)
 
 
-def _request_problems(request: Any, where: str) -> list[str]:
-    if not isinstance(request, Mapping):
-        return [f"{where}: a mapping of {', '.join(sorted(REQUEST_KEYS))}"]
-    problems = [f"{where}: unknown key '{k}' (allowed: {', '.join(sorted(REQUEST_KEYS))})" for k in request
-                if k not in REQUEST_KEYS]
+def _request_problems(request: Mapping[str, Any], where: str) -> list[str]:
+    problems = []
     if not (isinstance(request.get("name"), str) and _NAME.match(request["name"])):
         problems.append(f"{where}: 'name' is letters, digits, '-', '_' or '.'")
     url = request.get("url")
@@ -162,8 +161,7 @@ def _request_problems(request: Any, where: str) -> list[str]:
     expect = request.get("expect")
     if not isinstance(expect, Mapping) or not expect:
         return problems + [f"{where}: 'expect' with any of {', '.join(sorted(EXPECT_KEYS))}"]
-    problems += [f"{where}: expect: unknown key '{k}' (allowed: {', '.join(sorted(EXPECT_KEYS))})" for k in expect
-                 if k not in EXPECT_KEYS]
+    problems += unknown_keys(expect, EXPECT_KEYS, f"{where}: expect: ")
     statuses = expect.get("status", 200)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (statuses if isinstance(statuses, list)
                                                                           else [statuses])):

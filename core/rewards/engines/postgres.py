@@ -33,9 +33,11 @@ from core.rewards.engines.base import (
     EngineResult,
     EngineTimeout,
     Finished,
+    named_list_problems,
     register,
     run_bounded,
     timeout_problems,
+    unknown_keys,
 )
 from core.rewards.engines.sandbox import NOBODY, run_sandboxed, sandbox_missing
 
@@ -234,6 +236,19 @@ def _errors(output: str) -> list[str]:
     return [line.split("ERROR:", 1)[1].strip() for line in output.splitlines() if "ERROR:" in line]
 
 
+def _case_problems(case: Mapping[str, Any], where: str) -> list[str]:
+    problems = []
+    if not (isinstance(case.get("name"), str) and _NAME.match(case["name"])):
+        problems.append(f"{where}: 'name' is lowercase letters, digits, '-' or '_'")
+    if not (isinstance(case.get("sql"), str) and case["sql"].strip()):
+        problems.append(f"{where}: 'sql' is the query run after the migration, as the owner")
+    rows = case.get("rows")
+    if not (isinstance(rows, list) and all(isinstance(r, str) for r in rows)):
+        problems.append(f"{where}: 'rows' lists the rows the query returns, columns joined by '|' "
+                        "(psql -At: booleans are t/f)")
+    return problems
+
+
 class Postgres:
     """The answer's SQL blocks applied with psql to a fresh copy of the scenario's database, then its queries."""
 
@@ -248,8 +263,7 @@ class Postgres:
         return sandbox_missing()
 
     def scenario_problems(self, scenario: Mapping[str, Any]) -> list[str]:
-        problems = [f"unknown key '{k}' (allowed: {', '.join(sorted(SCENARIO_KEYS))})" for k in scenario
-                    if k not in SCENARIO_KEYS]
+        problems = unknown_keys(scenario, SCENARIO_KEYS)
         database = scenario.get("database", OWNER)
         if not (isinstance(database, str) and _DATABASE.match(database)) or database in RESERVED \
                 or str(database).startswith("tpl_"):
@@ -271,24 +285,7 @@ class Postgres:
         cases = scenario.get("cases", [])
         if not isinstance(cases, list):
             return problems + ["'cases' is a list of {name, sql, rows}"]
-        names = [c.get("name") for c in cases if isinstance(c, Mapping)]
-        if len(set(names)) != len(names):
-            problems.append("each case needs its own name")
-        for index, case in enumerate(cases):
-            where = f"cases[{index}]"
-            if not isinstance(case, Mapping):
-                problems.append(f"{where}: a mapping of {', '.join(sorted(CASE_KEYS))}")
-                continue
-            problems += [f"{where}: unknown key '{k}' (allowed: {', '.join(sorted(CASE_KEYS))})" for k in case
-                         if k not in CASE_KEYS]
-            if not (isinstance(case.get("name"), str) and _NAME.match(case["name"])):
-                problems.append(f"{where}: 'name' is lowercase letters, digits, '-' or '_'")
-            if not (isinstance(case.get("sql"), str) and case["sql"].strip()):
-                problems.append(f"{where}: 'sql' is the query run after the migration, as the owner")
-            rows = case.get("rows")
-            if not (isinstance(rows, list) and all(isinstance(r, str) for r in rows)):
-                problems.append(f"{where}: 'rows' lists the rows the query returns, columns joined by '|' "
-                                "(psql -At: booleans are t/f)")
+        problems += named_list_problems(cases, "cases", "case", CASE_KEYS, _case_problems)
         return problems + timeout_problems(scenario)
 
     def artifact(self, artifacts: Any, scenario: Mapping[str, Any]) -> Artifact | None:

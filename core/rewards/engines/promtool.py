@@ -15,7 +15,15 @@ from typing import Any
 
 import yaml
 
-from core.rewards.engines.base import Artifact, EngineResult, register, run_bounded, timeout_problems
+from core.rewards.engines.base import (
+    Artifact,
+    EngineResult,
+    named_list_problems,
+    register,
+    run_bounded,
+    timeout_problems,
+    unknown_keys,
+)
 
 _DURATION = re.compile(r"^(\d+)(s|m|h)$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600}
@@ -61,38 +69,14 @@ class Promtool:
         return None if shutil.which("promtool") else "promtool is not on PATH"
 
     def scenario_problems(self, scenario: Mapping[str, Any]) -> list[str]:
-        problems = [f"unknown key '{k}' (allowed: {', '.join(sorted(SCENARIO_KEYS))})" for k in scenario
-                    if k not in SCENARIO_KEYS]
+        problems = unknown_keys(scenario, SCENARIO_KEYS)
         problems += _matcher_problems(scenario, "", required=True)
         if "interval" in scenario and _duration(scenario["interval"]) is None:
             problems.append(f"'interval' is a duration like 1m or 30s; got {scenario['interval']!r}")
         cases = scenario.get("cases")
         if not isinstance(cases, list) or not cases:
             return problems + ["'cases' is a list of {name, series, fires_within or quiet_for}"]
-        names = [c.get("name") for c in cases if isinstance(c, Mapping)]
-        if len(set(names)) != len(names):
-            problems.append("each case needs its own name")
-        for index, case in enumerate(cases):
-            where = f"cases[{index}]"
-            if not isinstance(case, Mapping):
-                problems.append(f"{where}: a mapping of {', '.join(sorted(CASE_KEYS))}")
-                continue
-            problems += [f"{where}: unknown key '{k}' (allowed: {', '.join(sorted(CASE_KEYS))})" for k in case
-                         if k not in CASE_KEYS]
-            problems += _matcher_problems(case, f"{where}: ", required=False)
-            if not (isinstance(case.get("name"), str) and _CASE_NAME.match(case["name"])):
-                problems.append(f"{where}: 'name' is lowercase letters, digits, '-' or '_'")
-            if ("fires_within" in case) == ("quiet_for" in case):
-                problems.append(f"{where}: give either 'fires_within' (the alert fires by then) or 'quiet_for' "
-                                "(no alert fires that long)")
-            elif _duration(case.get("fires_within", case.get("quiet_for"))) is None:
-                problems.append(f"{where}: the duration is like 15m or 1h")
-            series = case.get("series")
-            if not isinstance(series, list) or not series or not all(
-                    isinstance(s, Mapping) and isinstance(s.get("series"), str) and isinstance(s.get("values"), str)
-                    for s in series):
-                problems.append(f"{where}: 'series' is a list of {{series: 'metric{{label=\"v\"}}', values: '0+10x60'}} "
-                                "(promtool's expanding notation)")
+        problems += named_list_problems(cases, "cases", "case", CASE_KEYS, _case_problems)
         return problems + timeout_problems(scenario)
 
     def artifact(self, artifacts: Any, scenario: Mapping[str, Any]) -> Artifact | None:
@@ -132,6 +116,24 @@ class Promtool:
                 evidence.append(f"{case['name']}: " + (f"quiet for {case['quiet_for']}" if ok
                                                        else f"FIRES (must stay quiet for {case['quiet_for']})"))
         return EngineResult(not failed, tuple(evidence))
+
+
+def _case_problems(case: Mapping[str, Any], where: str) -> list[str]:
+    problems = _matcher_problems(case, f"{where}: ", required=False)
+    if not (isinstance(case.get("name"), str) and _CASE_NAME.match(case["name"])):
+        problems.append(f"{where}: 'name' is lowercase letters, digits, '-' or '_'")
+    if ("fires_within" in case) == ("quiet_for" in case):
+        problems.append(f"{where}: give either 'fires_within' (the alert fires by then) or 'quiet_for' "
+                        "(no alert fires that long)")
+    elif _duration(case.get("fires_within", case.get("quiet_for"))) is None:
+        problems.append(f"{where}: the duration is like 15m or 1h")
+    series = case.get("series")
+    if not isinstance(series, list) or not series or not all(
+            isinstance(s, Mapping) and isinstance(s.get("series"), str) and isinstance(s.get("values"), str)
+            for s in series):
+        problems.append(f"{where}: 'series' is a list of {{series: 'metric{{label=\"v\"}}', values: '0+10x60'}} "
+                        "(promtool's expanding notation)")
+    return problems
 
 
 def _matcher_problems(where_from: Mapping[str, Any], where: str, *, required: bool) -> list[str]:

@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from core.rewards.engines.base import Artifact, EngineResult, register, timeout_problems
+from core.rewards.engines.base import (
+    Artifact,
+    EngineResult,
+    named_list_problems,
+    register,
+    timeout_problems,
+    unknown_keys,
+)
 from core.rewards.engines.sandbox import run_sandboxed, sandbox_missing
 
 DEFAULT_STUBS = ("aws", "kubectl", "gcloud", "az", "pg_dump", "systemctl", "curl")
@@ -70,10 +77,8 @@ def _regex_problems(patterns: Any, where: str) -> list[str]:
     return problems
 
 
-def _case_problems(case: Any, where: str) -> list[str]:
-    if not isinstance(case, Mapping):
-        return [f"{where}: a mapping of {', '.join(sorted(CASE_KEYS))}"]
-    problems = [f"{where}: unknown key '{k}' (allowed: {', '.join(sorted(CASE_KEYS))})" for k in case if k not in CASE_KEYS]
+def _case_problems(case: Mapping[str, Any], where: str) -> list[str]:
+    problems = []
     if not (isinstance(case.get("name"), str) and _NAME.match(case["name"])):
         problems.append(f"{where}: 'name' is letters, digits, '-', '_' or '.'")
     if "args" in case and not (isinstance(case["args"], list) and all(isinstance(a, (str, int)) for a in case["args"])):
@@ -100,8 +105,7 @@ def _case_problems(case: Any, where: str) -> list[str]:
     expect = case.get("expect")
     if not isinstance(expect, Mapping) or not expect:
         return problems + [f"{where}: 'expect' with any of {', '.join(sorted(EXPECT_KEYS))}"]
-    problems += [f"{where}: expect: unknown key '{k}' (allowed: {', '.join(sorted(EXPECT_KEYS))})"
-                 for k in expect if k not in EXPECT_KEYS]
+    problems += unknown_keys(expect, EXPECT_KEYS, f"{where}: expect: ")
     if "exit" in expect and not (expect["exit"] == "nonzero" or (isinstance(expect["exit"], int)
                                                                  and not isinstance(expect["exit"], bool))):
         problems.append(f"{where}: expect.exit is a number or 'nonzero'")
@@ -123,18 +127,13 @@ class ShellScript:
         return sandbox_missing()
 
     def scenario_problems(self, scenario: Mapping[str, Any]) -> list[str]:
-        problems = [f"unknown key '{k}' (allowed: {', '.join(sorted(SCENARIO_KEYS))})" for k in scenario
-                    if k not in SCENARIO_KEYS]
+        problems = unknown_keys(scenario, SCENARIO_KEYS)
         if "script" in scenario:
             problems += _regex_problems([scenario["script"]], "script")
         cases = scenario.get("cases")
         if not isinstance(cases, list) or not cases:
             return problems + ["'cases' is a list of {name, args, env, stubs, expect}"]
-        names = [c.get("name") for c in cases if isinstance(c, Mapping)]
-        if len(set(names)) != len(names):
-            problems.append("each case needs its own name")
-        for index, case in enumerate(cases):
-            problems += _case_problems(case, f"cases[{index}]")
+        problems += named_list_problems(cases, "cases", "case", CASE_KEYS, _case_problems)
         return problems + timeout_problems(scenario)
 
     def artifact(self, artifacts: Any, scenario: Mapping[str, Any]) -> Artifact | None:
