@@ -37,11 +37,9 @@ needs_sandbox = pytest.mark.skipif(not HAS_SANDBOX, reason="no bubblewrap sandbo
 def _fresh():
     CACHE.clear()
     forget_availability()
-    sandbox.sandbox_missing.cache_clear()
     yield
     CACHE.clear()
     forget_availability()
-    sandbox.sandbox_missing.cache_clear()
 
 
 RULES = """groups:

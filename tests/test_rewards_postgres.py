@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from core.rewards.engines import CACHE, ENGINES, engine_missing, forget_availability, run_engine, sandbox
+from core.rewards.engines import CACHE, ENGINES, engine_missing, forget_availability, run_engine
 from core.rewards.parse.artifacts import Artifacts
 from core.rewards.parse.text import analyse
 
@@ -20,11 +20,9 @@ POSTGRES = sys.modules["core.rewards.engines.postgres"]
 def _fresh():
     CACHE.clear()
     forget_availability()
-    sandbox.sandbox_missing.cache_clear()
     yield
     CACHE.clear()
     forget_availability()
-    sandbox.sandbox_missing.cache_clear()
 
 
 needs_postgres = pytest.mark.skipif(ENGINES["postgres"].missing() is not None,

@@ -150,9 +150,12 @@ def engine_missing(name: str) -> str | None:
 
 
 def forget_availability() -> None:
-    """Ask the engines again (after an install, or in tests that change PATH)."""
+    """Ask the engines again (after an install, or in tests that change PATH), the sandbox's probe included."""
+    from core.rewards.engines.sandbox import sandbox_missing  # sandbox builds on this module
+
     _MISSING.clear()
     _WARNED.clear()
+    sandbox_missing.cache_clear()
 
 
 def cache_key(name: str, artifact: str, scenario: Mapping[str, Any]) -> str:
