@@ -50,7 +50,9 @@ def _fresh_score(job: tuple[str, str]) -> float:
     from tasks import load_tasks
 
     answer, task_id = job
-    task = _TASKS.get(task_id) or _TASKS.setdefault(task_id, next(t for t in load_tasks() if t.id == task_id))
+    if not _TASKS:  # once per worker
+        _TASKS.update((t.id, t) for t in load_tasks())
+    task = _TASKS[task_id]
     CACHE.clear()
     clear_cache()
     started = time.perf_counter()
@@ -58,7 +60,7 @@ def _fresh_score(job: tuple[str, str]) -> float:
     return time.perf_counter() - started
 
 
-_TASKS: dict = {}
+_TASKS: dict = {}  # task id -> task, in each worker
 
 
 def _mix() -> list[dict]:
